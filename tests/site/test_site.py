@@ -1,0 +1,87 @@
+"""Checks of the built site in _build/html (run after `make book`)."""
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from chapters import ROOT, toc_files
+
+HTML = ROOT / "_build" / "html"
+PAGES = [HTML / f"{f}.html" for f in toc_files()]
+
+
+class Refs(HTMLParser):
+    """Collects script sources, stylesheet links and image sources of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.scripts, self.links, self.images = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script" and a.get("src"):
+            self.scripts.append(a["src"])
+        elif tag == "link" and a.get("rel") in ("stylesheet", "preload") and a.get("href"):
+            self.links.append(a["href"])
+        elif tag == "img" and a.get("src"):
+            self.images.append(a["src"])
+
+
+def refs(page: Path) -> Refs:
+    parser = Refs()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser
+
+
+def is_remote(url: str) -> bool:
+    return urlparse(url).scheme in ("http", "https") or url.startswith("//")
+
+
+def local_target(page: Path, url: str) -> Path:
+    return (page.parent / unquote(urlparse(url).path)).resolve()
+
+
+def test_site_was_built():
+    assert (HTML / "index.html").exists(), "no _build/html/index.html: run `make book` first"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_every_toc_entry_has_a_page(page):
+    assert page.exists(), f"{page.relative_to(ROOT)} was not built"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_no_script_or_style_from_a_cdn(page):
+    r = refs(page)
+    remote = [u for u in r.scripts + r.links if is_remote(u)]
+    assert not remote, f"{page.name} loads {remote}"
+    for url in r.scripts + r.links:
+        assert local_target(page, url).exists(), f"{page.name}: {url} does not exist"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_every_image_exists(page):
+    for url in refs(page).images:
+        if url.startswith("data:"):
+            continue
+        assert not is_remote(url), f"{page.name} loads the image {url} from the network"
+        target = local_target(page, url)
+        assert target.exists() and target.stat().st_size > 0, f"{page.name}: missing image {url}"
+
+
+def test_mathjax_is_shipped_locally():
+    page = HTML / "book" / "02_sinusoidal.html"
+    scripts = refs(page).scripts
+    mathjax = [s for s in scripts if "mathjax" in s.lower() or "tex-" in s.lower()]
+    assert mathjax, f"no MathJax script on {page.name}: {scripts}"
+    assert all(local_target(page, s).stat().st_size > 100_000 for s in mathjax)
+    assert re.search(r"\\\(|\\\[|\$\$", page.read_text(encoding="utf-8")), "no math on the page"
+
+
+def test_chapters_show_their_figures():
+    for name in ("01_motivation", "02_sinusoidal"):
+        images = [u for u in refs(HTML / "book" / f"{name}.html").images if "_images" in u]
+        assert images, f"{name} shows no figure"
