@@ -5,7 +5,6 @@ import re
 import jupytext
 import nbformat
 import pytest
-
 from chapters import ROOT, chapter_notebooks, toc_files
 
 NOTEBOOKS = chapter_notebooks()

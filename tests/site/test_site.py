@@ -6,7 +6,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
 from chapters import ROOT, toc_files
 
 HTML = ROOT / "_build" / "html"
