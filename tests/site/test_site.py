@@ -84,3 +84,17 @@ def test_chapters_show_their_figures():
     for name in ("01_motivation", "02_sinusoidal"):
         images = [u for u in refs(HTML / "book" / f"{name}.html").images if "_images" in u]
         assert images, f"{name} shows no figure"
+
+
+def test_api_page_documents_every_public_name():
+    import posenc
+
+    page = (HTML / "book" / "api.html").read_text(encoding="utf-8")
+    missing = [name for name in posenc.__all__ if f'id="posenc.{name}"' not in page]
+    assert not missing, f"public names missing from book/api.md: {missing}"
+
+
+def test_chapters_link_to_the_api_page():
+    for name in ("01_motivation", "02_sinusoidal"):
+        page = (HTML / "book" / f"{name}.html").read_text(encoding="utf-8")
+        assert 'href="api.html#posenc.' in page, f"{name} never links to the API reference"

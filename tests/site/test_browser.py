@@ -1,0 +1,132 @@
+"""The built site opened in headless Chromium from disk, with the network cut off.
+
+Every page of the table of contents is loaded from ``file://``; any request
+that would leave the machine is blocked and fails the test. Screenshots of
+every page land in ``_build/screenshots/`` for review.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from chapters import ROOT, toc_files
+
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+PAGES = toc_files()
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# Flags for a closed network: no background services that phone home.
+FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+    "--disable-background-networking", "--disable-component-update",
+]
+
+# Text that MathJax leaves behind only when it failed to typeset.
+RAW_TEX_JS = """() => {
+  const root = document.querySelector('article') || document.body;
+  const copy = root.cloneNode(true);
+  copy.querySelectorAll('pre, code, mjx-container, script, style, .highlight').forEach(e => e.remove());
+  const text = copy.innerText;
+  return ['\\\\(', '\\\\)', '\\\\[', '\\\\]', '$$', '\\\\frac', '\\\\omega', '\\\\sin'].filter(s => text.includes(s));
+}"""
+
+
+def browser_path() -> str:
+    path = os.environ.get("POSENC_BROWSER") or next(filter(None, map(shutil.which, BROWSERS)), None)
+    if not path:
+        pytest.fail("no Chromium found: install it (Debian: apt-get install chromium) or set POSENC_BROWSER")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert (HTML / "index.html").exists(), "no _build/html: run `make book` first"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=browser_path(), args=FLAGS)
+        yield b
+        b.close()
+
+
+class Visit:
+    """One page load with every request recorded and every remote one blocked."""
+
+    def __init__(self, browser, url: str):
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.remote, self.failed = [], []
+        self.page.route("**/*", self._route)
+        self.page.on("requestfailed", lambda r: self.failed.append(f"{r.url} ({r.failure})"))
+        self.page.goto(url, wait_until="load")
+
+    def _route(self, route):
+        if urlparse(route.request.url).scheme in ("file", "data", "blob", "about"):
+            route.continue_()
+        else:
+            self.remote.append(route.request.url)
+            route.abort()
+
+    def typeset(self) -> int:
+        """Wait for MathJax to finish; return the number of typeset formulas."""
+        if not self.page.evaluate("() => !!document.querySelector('script[src*=mathjax]')"):
+            return 0  # Sphinx loads MathJax only on pages with math
+        self.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        self.page.evaluate("() => MathJax.startup.promise")
+        return self.page.evaluate("() => document.querySelectorAll('mjx-container').length")
+
+
+def url_of(name: str) -> str:
+    return (HTML / f"{name}.html").as_uri()
+
+
+@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
+def test_page_renders_offline(browser, name):
+    visit = Visit(browser, url_of(name))
+    page = visit.page
+    formulas = visit.typeset()
+    page.wait_for_load_state("networkidle")
+    assert not visit.remote, f"requests leaving the machine: {visit.remote}"
+    assert not visit.failed, f"failed requests: {visit.failed}"
+    assert not page.evaluate(RAW_TEX_JS), "raw TeX left on the page: MathJax did not typeset it"
+    if page.evaluate("() => document.querySelectorAll('article .math').length"):
+        assert formulas > 0, "the page has math but MathJax produced no output"
+    broken = page.evaluate(
+        "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
+    )
+    assert not broken, f"images that did not load: {broken}"
+    page.screenshot(path=str(SHOTS / f"{name.rsplit('/', 1)[-1]}.png"), full_page=True)
+    page.close()
+
+
+def test_equations_are_typeset_on_the_formula_chapter(browser):
+    visit = Visit(browser, url_of("book/02_sinusoidal"))
+    assert visit.typeset() >= 20
+    visit.page.close()
+
+
+@pytest.mark.parametrize("term, page", [("rotary", "06_rope"), ("sinusoidal", "02_sinusoidal")])
+def test_search_finds(browser, term, page):
+    visit = Visit(browser, (HTML / "search.html").as_uri() + f"?q={term}")
+    visit.page.wait_for_selector("#search-results li a", timeout=20_000)
+    links = visit.page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.href)")
+    assert any(page in link for link in links), f"searching {term!r} did not find {page}: {links[:10]}"
+    visit.page.close()
+
+
+def test_previous_and_next_links_walk_the_table_of_contents(browser):
+    page = browser.new_page()
+    page.goto(url_of(PAGES[0]))
+    for here, there in zip(PAGES, PAGES[1:]):
+        assert page.url == url_of(here)
+        page.click("a.right-next")
+        page.wait_for_load_state("load")
+        assert page.url == url_of(there), f"next from {here} went to {page.url}"
+    for here, there in zip(PAGES[::-1], PAGES[-2::-1]):
+        page.click("a.left-prev")
+        page.wait_for_load_state("load")
+        assert page.url == url_of(there), f"previous from {here} went to {page.url}"
+    page.close()
