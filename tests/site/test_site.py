@@ -98,3 +98,16 @@ def test_chapters_link_to_the_api_page():
     for name in ("01_motivation", "02_sinusoidal"):
         page = (HTML / "book" / f"{name}.html").read_text(encoding="utf-8")
         assert 'href="api.html#posenc.' in page, f"{name} never links to the API reference"
+
+
+def page_weight(page: Path) -> int:
+    """Bytes of a page's HTML plus the images it shows (shared theme assets excluded)."""
+    images = [local_target(page, u) for u in refs(page).images if not u.startswith("data:")]
+    return page.stat().st_size + sum(p.stat().st_size for p in images if p.exists())
+
+
+def test_site_size_budgets():
+    total = sum(p.stat().st_size for p in HTML.rglob("*") if p.is_file())
+    assert total < 25 * 2**20, f"site is {total / 2**20:.1f} MiB (budget 25 MiB)"
+    heaviest = max(PAGES, key=page_weight)
+    assert page_weight(heaviest) < 2 * 2**20, f"{heaviest.name} weighs {page_weight(heaviest) / 2**20:.1f} MiB"
