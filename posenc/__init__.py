@@ -5,6 +5,16 @@ The package behind the book: every chapter imports its formulas from here.
 
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
 from .layout import PAIR_LAYOUTS, layout_permutation
+from .rotary import (
+    ROPE_LAYOUTS,
+    ROPE_TYPES,
+    RotaryEmbedding,
+    apply_rope,
+    ntk_scaled_base,
+    rope_cos_sin,
+    rope_inv_freq,
+    rope_weight_permutation,
+)
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
     sinusoidal_encoding,
@@ -16,9 +26,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PAIR_LAYOUTS",
+    "ROPE_LAYOUTS",
+    "ROPE_TYPES",
     "MultiHeadSelfAttention",
+    "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
+    "apply_rope",
     "layout_permutation",
+    "ntk_scaled_base",
+    "rope_cos_sin",
+    "rope_inv_freq",
+    "rope_weight_permutation",
     "scaled_dot_product_attention",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",

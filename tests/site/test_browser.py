@@ -12,9 +12,8 @@ import shutil
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import sync_playwright
-
 from chapters import ROOT, toc_files
+from playwright.sync_api import sync_playwright
 
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
@@ -120,12 +119,12 @@ def test_search_finds(browser, term, page):
 def test_previous_and_next_links_walk_the_table_of_contents(browser):
     page = browser.new_page()
     page.goto(url_of(PAGES[0]))
-    for here, there in zip(PAGES, PAGES[1:]):
+    for here, there in zip(PAGES, PAGES[1:], strict=False):
         assert page.url == url_of(here)
         page.click("a.right-next")
         page.wait_for_load_state("load")
         assert page.url == url_of(there), f"next from {here} went to {page.url}"
-    for here, there in zip(PAGES[::-1], PAGES[-2::-1]):
+    for here, there in zip(PAGES[::-1], PAGES[-2::-1], strict=False):
         page.click("a.left-prev")
         page.wait_for_load_state("load")
         assert page.url == url_of(there), f"previous from {here} went to {page.url}"
