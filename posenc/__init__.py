@@ -6,6 +6,8 @@ The package behind the book: every chapter imports its formulas from here.
 from .alibi import ALiBiBias, alibi_bias, alibi_slopes
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
 from .layout import PAIR_LAYOUTS, layout_permutation
+from .learned import LearnedPositionalEmbedding
+from .pairing import sinusoidal_dot_product, sinusoidal_offset_matrix
 from .relative import (
     ShawRelativeAttention,
     T5RelativeBias,
@@ -33,6 +35,17 @@ from .sinusoidal import (
     sinusoidal_frequencies,
     sinusoidal_table,
 )
+from .tasks import LookupTask, ReverseTask, ShiftTask, Task, TaskBatch, make_task
+from .tiny import (
+    PositionScheme,
+    TinyTransformer,
+    make_position_scheme,
+    position_schemes,
+    register_position_scheme,
+    tiny_accuracy,
+    tiny_accuracy_by_position,
+    train_tiny,
+)
 
 __version__ = "0.1.0"
 
@@ -41,17 +54,29 @@ __all__ = [
     "ROPE_LAYOUTS",
     "ROPE_TYPES",
     "ALiBiBias",
+    "LearnedPositionalEmbedding",
+    "LookupTask",
     "MultiHeadSelfAttention",
+    "PositionScheme",
+    "ReverseTask",
     "RotaryEmbedding",
     "ShawRelativeAttention",
+    "ShiftTask",
     "SinusoidalPositionalEncoding",
     "T5RelativeBias",
+    "Task",
+    "TaskBatch",
+    "TinyTransformer",
     "TransformerXLRelativeAttention",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
     "layout_permutation",
+    "make_position_scheme",
+    "make_task",
     "ntk_scaled_base",
+    "position_schemes",
+    "register_position_scheme",
     "rel_shift",
     "relative_position_range",
     "relative_positions",
@@ -61,8 +86,13 @@ __all__ = [
     "rope_inv_freq",
     "rope_weight_permutation",
     "scaled_dot_product_attention",
+    "sinusoidal_dot_product",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
+    "sinusoidal_offset_matrix",
     "sinusoidal_table",
     "t5_relative_position_bucket",
+    "tiny_accuracy",
+    "tiny_accuracy_by_position",
+    "train_tiny",
 ]

@@ -91,12 +91,16 @@ def sinusoidal_encoding(
         device of ``positions``.
 
     Raises:
-        ValueError: If ``dim`` is odd or not positive, ``base`` is not > 1, or
-            ``layout`` is unknown.
+        ValueError: If ``dim`` is odd or not positive, ``base`` is not > 1,
+            ``layout`` is unknown, or ``angle_dtype`` is not float32 or float64.
     """
     check_even_dim("dim", dim)
     check_choice("layout", layout, LAYOUTS)
-    positions = torch.as_tensor(positions)
+    if angle_dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"angle_dtype must be torch.float32 or torch.float64, got {angle_dtype}")
+    if not isinstance(positions, torch.Tensor):
+        # Python numbers go straight to float64: torch.as_tensor would round floats to float32.
+        positions = torch.as_tensor(positions, dtype=torch.float64)
     if positions.dtype.is_complex or positions.dtype == torch.bool:
         raise ValueError(f"positions must hold real numbers, got dtype {positions.dtype}")
     work = _angle_device(positions.device, angle_dtype)

@@ -63,6 +63,13 @@ def test_float32_at_a_million_is_within_1e6_of_float64():
     assert (naive.double() - exact).abs().max().item() > 1e-3  # what float32 angles cost
 
 
+def test_python_floats_keep_float64_precision():
+    p = 1_000_000.3  # float32 would round it to 1_000_000.3125
+    exact = sinusoidal_encoding(torch.tensor(p, dtype=torch.float64), 8, dtype=torch.float64)
+    assert torch.equal(sinusoidal_encoding(p, 8, dtype=torch.float64), exact)
+    assert torch.equal(sinusoidal_encoding([p], 8, dtype=torch.float64)[0], exact)
+
+
 def test_fractional_positions_and_shapes():
     pos = torch.tensor([[0.5, 1.25], [2.0, -3.5]])
     pe = sinusoidal_encoding(pos, 4, dtype=torch.float64)
@@ -143,6 +150,8 @@ def test_module_dropout_after_addition():
         (lambda: sinusoidal_encoding(torch.arange(3), 4, layout="half"), r"layout must be one of .*'half'"),
         (lambda: sinusoidal_encoding(torch.arange(3), 4, base=1.0), r"base must be a finite number > 1, got 1"),
         (lambda: sinusoidal_encoding(torch.tensor([True]), 4), r"positions must hold real numbers"),
+        (lambda: sinusoidal_encoding(torch.arange(3), 4, angle_dtype=torch.float16),
+         r"angle_dtype must be torch.float32 or torch.float64, got torch.float16"),
         (lambda: sinusoidal_table(-1, 4), r"num_positions must be >= 0, got -1"),
         (lambda: SinusoidalPositionalEncoding(5), r"dim must be even.*got 5"),
         (lambda: SinusoidalPositionalEncoding(4, layout="rope"), r"layout must be one of"),

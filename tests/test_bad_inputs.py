@@ -1,0 +1,75 @@
+"""Every entry of book/data/bad_inputs.yaml raises the stated exception with a message that says why."""
+
+from __future__ import annotations
+
+import builtins
+import re
+
+import pytest
+import torch
+import yaml
+from chapters import ROOT
+
+import posenc
+
+CATALOG_PATH = ROOT / "book" / "data" / "bad_inputs.yaml"
+CATALOG = yaml.safe_load(CATALOG_PATH.read_text(encoding="utf-8"))
+EXCEPTIONS = {"ValueError": ValueError, "IndexError": IndexError}
+
+
+def namespace() -> dict:
+    """What an entry's call can see: torch and the public API, nothing else."""
+    return {"torch": torch, **{name: getattr(posenc, name) for name in posenc.__all__}}
+
+
+def test_catalog_is_well_formed():
+    assert isinstance(CATALOG, list) and len(CATALOG) >= 50
+    calls = [entry["call"] for entry in CATALOG]
+    assert len(set(calls)) == len(calls), "duplicate calls in the catalog"
+    for entry in CATALOG:
+        assert set(entry) == {"call", "raises", "match"}, entry
+        assert entry["raises"] in EXCEPTIONS, entry
+        re.compile(entry["match"])
+        compile(entry["call"], "<catalog>", "eval")
+
+
+#: Public callables that take no argument that could be wrong.
+NOTHING_TO_CHECK = {
+    "PositionScheme": "a base class whose hooks are no-ops; it ignores its keywords",
+    "TaskBatch": "a frozen record of two tensors",
+    "position_schemes": "takes no arguments",
+}
+
+
+def test_names_without_entries_are_public():
+    assert set(NOTHING_TO_CHECK) <= set(posenc.__all__)
+
+
+def test_every_public_callable_has_an_entry():
+    callables = {name for name in posenc.__all__ if callable(getattr(posenc, name))} - set(NOTHING_TO_CHECK)
+    called = {name for entry in CATALOG for name in re.findall(r"\b([A-Za-z_]\w*)\s*\(", entry["call"])}
+    missing = sorted(callables - called)
+    assert not missing, f"public names without a bad-input entry in {CATALOG_PATH.name}: {missing}"
+
+
+@pytest.mark.parametrize("entry", CATALOG, ids=[entry["call"] for entry in CATALOG])
+def test_bad_input_raises_with_a_clear_message(entry):
+    expected = EXCEPTIONS[entry["raises"]]
+    with pytest.raises(expected, match=entry["match"]) as info:
+        eval(entry["call"], namespace())
+    assert type(info.value) is expected  # not a subclass such as a torch error type
+    message = str(info.value)
+    assert "\n" not in message.strip(), "one-line messages"
+    assert not message.startswith("The size of tensor"), "a broadcasting error escaped from torch"
+
+
+def test_names_in_calls_are_public():
+    allowed = set(namespace()) | set(dir(builtins))
+    for entry in CATALOG:
+        names = set(re.findall(r"(?<![.\w])([A-Za-z_]\w*)\s*\(", entry["call"]))
+        assert names <= allowed, (entry["call"], names - allowed)
+
+
+def test_the_chapter_renders_this_catalog():
+    source = (ROOT / "book" / "md_src" / "07_pytorch.md").read_text(encoding="utf-8")
+    assert 'Path("data/bad_inputs.yaml")' in source
