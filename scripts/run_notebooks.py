@@ -47,7 +47,8 @@ def run(ipynb: Path) -> float:
     nb = load_cells(ipynb)
     nb.metadata["kernelspec"] = KERNELSPEC
     nb.metadata.setdefault("jupytext", {})["formats"] = FORMATS
-    for cell in nb.cells:
+    for number, cell in enumerate(nb.cells):
+        cell.id = f"cell-{number:03d}"  # stable ids keep diffs to what changed
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
             cell.metadata.pop("execution", None)
