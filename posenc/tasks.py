@@ -14,7 +14,7 @@ a model trained on one length can be tested on two or four times that length.
   query tokens, each naming a position ``p``; the answer at a query is the
   token at ``p``.
 
-Targets hold :data:`IGNORE` where there is nothing to predict, the value
+Targets hold ``IGNORE`` (-100) where there is nothing to predict, the value
 ``torch.nn.functional.cross_entropy`` skips by default.
 """
 
@@ -36,7 +36,7 @@ class TaskBatch:
 
     Attributes:
         inputs: Token ids ``[b, s]``, ``torch.long``.
-        targets: Answers ``[b, s]``, ``torch.long``; :data:`IGNORE` where
+        targets: Answers ``[b, s]``, ``torch.long``; ``IGNORE`` (-100) where
             there is none.
     """
 
@@ -91,7 +91,7 @@ class Task:
         Args:
             batch_size: Number of examples, >= 1.
             length: Number of data tokens per example, >= 1 (the input may be
-                longer, see :meth:`seq_len`).
+                longer, see ``seq_len``).
             generator: Source of randomness; the same seed gives the same batch.
 
         Returns:

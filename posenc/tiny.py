@@ -1,7 +1,7 @@
 """A tiny pre-norm Transformer whose position scheme is chosen by name.
 
 Small enough to train on a CPU in seconds, it lets every encoding in the book
-be compared on the same tasks (:mod:`posenc.tasks`). Position information can
+be compared on the same tasks (``posenc.tasks``). Position information can
 enter a Transformer in three places, and a :class:`PositionScheme` has one
 hook for each, all no-ops by default:
 
@@ -291,7 +291,7 @@ class TinyTransformer(nn.Module):
             0.71) and a fresh learned table (0.02), so that neither the tokens
             nor the positions drown the other at the start; with it the
             sinusoidal and learned schemes learn every task in
-            :mod:`posenc.tasks`.
+            ``posenc.tasks``.
         seed: Seed of the initial weights; the global random state is left
             untouched.
         scheme_options: Extra keywords for the scheme's factory.
