@@ -18,6 +18,8 @@ from playwright.sync_api import sync_playwright
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
 PAGES = toc_files()
+# Generous: a loaded 2-core machine can take many seconds to typeset a long chapter.
+TIMEOUT_MS = 120_000
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Flags for a closed network: no background services that phone home.
 FLAGS = [
@@ -57,6 +59,7 @@ class Visit:
 
     def __init__(self, browser, url: str):
         self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.page.set_default_timeout(TIMEOUT_MS)
         self.remote, self.failed = [], []
         self.page.route("**/*", self._route)
         self.page.on("requestfailed", lambda r: self.failed.append(f"{r.url} ({r.failure})"))
@@ -87,7 +90,6 @@ def test_page_renders_offline(browser, name):
     visit = Visit(browser, url_of(name))
     page = visit.page
     formulas = visit.typeset()
-    page.wait_for_load_state("networkidle")
     assert not visit.remote, f"requests leaving the machine: {visit.remote}"
     assert not visit.failed, f"failed requests: {visit.failed}"
     assert not page.evaluate(RAW_TEX_JS), "raw TeX left on the page: MathJax did not typeset it"
@@ -110,7 +112,7 @@ def test_equations_are_typeset_on_the_formula_chapter(browser):
 @pytest.mark.parametrize("term, page", [("rotary", "06_rope"), ("sinusoidal", "02_sinusoidal")])
 def test_search_finds(browser, term, page):
     visit = Visit(browser, (HTML / "search.html").as_uri() + f"?q={term}")
-    visit.page.wait_for_selector("#search-results li a", timeout=20_000)
+    visit.page.wait_for_selector("#search-results li a")
     links = visit.page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.href)")
     assert any(page in link for link in links), f"searching {term!r} did not find {page}: {links[:10]}"
     visit.page.close()
@@ -118,6 +120,7 @@ def test_search_finds(browser, term, page):
 
 def test_previous_and_next_links_walk_the_table_of_contents(browser):
     page = browser.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
     page.goto(url_of(PAGES[0]))
     for here, there in zip(PAGES, PAGES[1:], strict=False):
         assert page.url == url_of(here)
