@@ -67,3 +67,9 @@ def check_probability(name: str, value: object) -> float:
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {value}")
     return value
+
+
+def check_sequence_input(x, dim: int) -> None:
+    """Raise unless ``x`` is shaped ``[..., seq_len, dim]`` (at least 2 dims)."""
+    if x.dim() < 2 or x.shape[-1] != dim:
+        raise ValueError(f"x must have shape [..., seq_len, {dim}] (last dim = dim = {dim}), got {tuple(x.shape)}")

@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_nonnegative_int, check_positive_int, check_probability
+from ._checks import check_nonnegative_int, check_positive_int, check_probability, check_sequence_input
 
 
 def _check_positive_number(name: str, value: object) -> float:
@@ -104,11 +104,7 @@ class LearnedPositionalEmbedding(nn.Module):
             IndexError: If the last position, ``offset + s - 1``, is
                 ``max_len`` or more: the table has no row for it.
         """
-        if x.dim() < 2 or x.shape[-1] != self.dim:
-            raise ValueError(
-                f"x must have shape [..., seq_len, {self.dim}] (last dim = dim = {self.dim}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_sequence_input(x, self.dim)
         check_nonnegative_int("offset", offset)
         seq_len = x.shape[-2]
         last = offset + seq_len - 1

@@ -238,11 +238,22 @@ def relative_values(weights: torch.Tensor, rel_emb: torch.Tensor, *, method: str
     return torch.einsum("...ij,...ijd->...id", weights, emb)
 
 
-def _check_input(x: torch.Tensor, memory: torch.Tensor | None, dim: int) -> None:
+def _project(module: nn.Module, x: torch.Tensor, memory: torch.Tensor | None):
+    """Check ``x`` and ``memory``, then project queries from ``x``, keys and values from both.
+
+    Returns ``(q [b, h, s, dh], k [b, h, t, dh], v [b, h, t, dh])`` with ``t = m + s``.
+    """
+    dim = module.dim
     if x.dim() != 3 or x.shape[-1] != dim or x.shape[1] < 1:
         raise ValueError(f"x must have shape [batch, seq_len, {dim}], got {tuple(x.shape)}")
     if memory is not None and (memory.dim() != 3 or memory.shape[0] != x.shape[0] or memory.shape[-1] != dim):
         raise ValueError(f"memory must have shape [{x.shape[0]}, mem_len, {dim}], got {tuple(memory.shape)}")
+    context = x if memory is None else torch.cat([memory, x], dim=1)  # [b, t, dim]
+    (b, s, _), t = x.shape, context.shape[1]
+    h, dh = module.num_heads, module.head_dim
+    q = module.q(x).view(b, s, h, dh).transpose(1, 2)  # [b, s, dim] -> [b, h, s, dh]
+    k, v = module.kv(context).view(b, t, 2, h, dh).permute(2, 0, 3, 1, 4).unbind(0)  # 2 x [b, h, t, dh]
+    return q, k, v
 
 
 class ShawRelativeAttention(nn.Module):
@@ -331,12 +342,8 @@ class ShawRelativeAttention(nn.Module):
         Raises:
             ValueError: If ``x`` or ``memory`` has the wrong shape.
         """
-        _check_input(x, memory, self.dim)
-        context = x if memory is None else torch.cat([memory, x], dim=1)  # [b, t, dim]
-        (b, s, _), t = x.shape, context.shape[1]
-        h, dh = self.num_heads, self.head_dim
-        q = self.q(x).view(b, s, h, dh).transpose(1, 2)  # [b, s, dim] -> [b, h, s, dh]
-        k, v = self.kv(context).view(b, t, 2, h, dh).permute(2, 0, 3, 1, 4).unbind(0)  # 2 x [b, h, t, dh]
+        q, k, v = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
+        (b, _, s, dh), t = q.shape, k.shape[2]
         a_k, a_v = self.relative_embeddings(s, t, offset=t - s)  # [s + t - 1, dh] each
         bias = relative_scores(q, a_k.to(q.dtype), method=self.method) / math.sqrt(dh)  # [b, h, s, t]
         out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
@@ -424,12 +431,8 @@ class TransformerXLRelativeAttention(nn.Module):
         Raises:
             ValueError: If ``x`` or ``memory`` has the wrong shape.
         """
-        _check_input(x, memory, self.dim)
-        context = x if memory is None else torch.cat([memory, x], dim=1)  # [b, t, dim]
-        (b, s, _), t = x.shape, context.shape[1]
-        h, dh = self.num_heads, self.head_dim
-        q = self.q(x).view(b, s, h, dh).transpose(1, 2)  # [b, s, dim] -> [b, h, s, dh]
-        k, values = self.kv(context).view(b, t, 2, h, dh).permute(2, 0, 3, 1, 4).unbind(0)  # 2 x [b, h, t, dh]
+        q, k, values = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
+        (b, h, s, dh), t = q.shape, k.shape[2]
         rel = self.position_embeddings(s, t, offset=t - s, dtype=x.dtype, device=x.device)  # [s + t - 1, dim]
         w_r = self.r(rel).view(-1, h, dh).transpose(0, 1)  # [s + t - 1, dim] -> [h, s + t - 1, dh]
         bd = relative_scores(q + self.v.unsqueeze(1), w_r, method=self.method) / math.sqrt(dh)  # [b, h, s, t]

@@ -27,6 +27,7 @@ from ._checks import (
     check_even_dim,
     check_nonnegative_int,
     check_probability,
+    check_sequence_input,
 )
 
 
@@ -206,11 +207,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             ValueError: If ``x`` has fewer than 2 dims, its last dim is not
                 ``dim``, or ``offset`` is negative.
         """
-        if x.dim() < 2 or x.shape[-1] != self.dim:
-            raise ValueError(
-                f"x must have shape [..., seq_len, {self.dim}] (last dim = dim = {self.dim}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_sequence_input(x, self.dim)
         check_nonnegative_int("offset", offset)
         seq_len = x.shape[-2]
         self._ensure(offset + seq_len)
