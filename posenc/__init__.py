@@ -20,7 +20,6 @@ from .relative import (
     t5_relative_position_bucket,
 )
 from .rotary import (
-    ROPE_BACKENDS,
     ROPE_LAYOUTS,
     ROPE_TYPES,
     RotaryEmbedding,
@@ -30,12 +29,7 @@ from .rotary import (
     rope_inv_freq,
     rope_weight_permutation,
 )
-from .sinusoidal import (
-    SinusoidalPositionalEncoding,
-    sinusoidal_encoding,
-    sinusoidal_frequencies,
-    sinusoidal_table,
-)
+from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_table
 from .tasks import LookupTask, ReverseTask, ShiftTask, Task, TaskBatch, make_task
 from .tiny import (
     PositionScheme,
@@ -52,7 +46,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PAIR_LAYOUTS",
-    "ROPE_BACKENDS",
     "ROPE_LAYOUTS",
     "ROPE_TYPES",
     "ALiBiBias",
