@@ -20,6 +20,7 @@ from .relative import (
     t5_relative_position_bucket,
 )
 from .rotary import (
+    ROPE_BACKENDS,
     ROPE_LAYOUTS,
     ROPE_TYPES,
     RotaryEmbedding,
@@ -46,6 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PAIR_LAYOUTS",
+    "ROPE_BACKENDS",
     "ROPE_LAYOUTS",
     "ROPE_TYPES",
     "ALiBiBias",

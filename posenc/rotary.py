@@ -38,6 +38,12 @@ The static NTK-aware base change (the r/LocalLLaMA post by bloc97, 2023) is
 Angles ``m * theta_i`` are formed in float64 by default and never in less than
 float32; cos and sin come back in the requested dtype and the rotated tensors
 in the input's dtype.
+
+:func:`apply_rope` and :class:`RotaryEmbedding` take ``backend="auto"``,
+``"torch"`` or ``"triton"``. ``"triton"`` runs the fused kernel of
+``posenc.triton_rope`` (queries and keys in one launch, angles formed in
+registers); ``"auto"`` picks it for CUDA tensors when Triton is installed and
+the torch operations otherwise. Triton is imported only when it is used.
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ ROPE_LAYOUTS = ("half", "interleaved")
 
 #: Values of ``scaling["rope_type"]``, in Hugging Face's vocabulary.
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
+
+#: Implementations of the rotation: ``"auto"`` picks ``"triton"`` for CUDA tensors when Triton is installed.
+ROPE_BACKENDS = ("auto", "torch", "triton")
+_TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 _REQUIRED = {
     "default": (),
@@ -401,7 +411,33 @@ def _rotate_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)  # [..., d/2, 2] -> [..., d]
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half") -> torch.Tensor:
+def _triton_ready(tensors: tuple[torch.Tensor, ...]) -> bool:
+    """Whether ``backend="auto"`` may use the Triton kernel for these tensors."""
+    if not all(t.is_cuda for t in tensors):
+        return False
+    from .triton_rope import triton_available  # imports Triton, which CUDA users have
+
+    return triton_available()
+
+
+def _use_triton(backend: str, tensors: tuple[torch.Tensor, ...], *, eligible: bool) -> bool:
+    """Resolve ``backend``: True for the Triton kernel, False for the torch operations.
+
+    ``eligible`` says whether the call is one the kernel handles (dtypes,
+    dimensions, no gradient for the tables); ``"auto"`` needs it, and
+    ``"triton"`` leaves the kernel's own checks to raise.
+    """
+    check_choice("backend", backend, ROPE_BACKENDS)
+    if backend == "torch":
+        return False
+    if backend == "triton":
+        return True
+    return eligible and _triton_ready(tensors)
+
+
+def apply_rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half", backend: str = "auto"
+) -> torch.Tensor:
     """Rotate every channel pair of ``x`` by the angles whose cos and sin are given.
 
     Su et al. 2021, section 3.4.2: ``x * cos + rotate(x) * sin``, where
@@ -419,14 +455,20 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout:
         sin: Same shape as ``cos``.
         layout: ``"half"`` or ``"interleaved"``; must match how ``cos`` and
             ``sin`` were laid out and how the model's weights expect pairs.
+        backend: ``"torch"`` (the operations above), ``"triton"`` (one
+            kernel that reads ``cos`` and ``sin``, products in float32; ``x``
+            float32, float16 or bfloat16 with at most 4 dims, on a CUDA
+            device) or ``"auto"`` (``"triton"`` where it applies and Triton is
+            installed, else ``"torch"``).
 
     Returns:
         Tensor of ``x``'s shape and dtype.
 
     Raises:
-        ValueError: If the layout is unknown, ``x``'s last dim is odd, or
-            ``cos`` and ``sin`` do not have one shape broadcastable to ``x``
-            with last dim ``head_dim``.
+        ValueError: If the layout or backend is unknown, ``x``'s last dim is
+            odd, ``cos`` and ``sin`` do not have one shape broadcastable to
+            ``x`` with last dim ``head_dim``, or ``backend="triton"`` cannot
+            run on these tensors.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     if x.dim() < 1:
@@ -444,6 +486,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout:
             f"to x {tuple(x.shape)} (for example [seq_len, head_dim] = [{x.shape[-2] if x.dim() > 1 else 1}, "
             f"{x.shape[-1]}])"
         )
+    eligible = x.dtype in _TRITON_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
+    if _use_triton(backend, (x, cos, sin), eligible=eligible):
+        from .triton_rope import apply_rope_triton
+
+        return apply_rope_triton(x, cos, sin, layout=layout)
     return (x * cos + _rotate_pairs(x, layout) * sin).to(x.dtype)
 
 
@@ -497,6 +544,10 @@ class RotaryEmbedding(nn.Module):
     frequencies depend on the current length) bypass the cache and call
     :func:`rope_cos_sin` directly.
 
+    With the ``"triton"`` backend no table is used at all: the fused kernel
+    of ``posenc.triton_rope`` forms the angles from the positions and the
+    frequencies and rotates ``q`` and ``k`` in one launch.
+
     Args:
         head_dim: Rotary dimension per head, even.
         base: Frequency base (``rope_theta``).
@@ -505,6 +556,9 @@ class RotaryEmbedding(nn.Module):
         layout: ``"half"`` or ``"interleaved"``.
         initial_len: Positions computed up front; the tables double when a
             larger position arrives.
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``; ``"auto"`` uses the
+            Triton kernel for 4-D float32/float16/bfloat16 CUDA tensors when
+            Triton is installed (see :func:`apply_rope`).
     """
 
     cos_cached: torch.Tensor
@@ -518,8 +572,10 @@ class RotaryEmbedding(nn.Module):
         scaling: Mapping | None = None,
         layout: str = "half",
         initial_len: int = 512,
+        backend: str = "auto",
     ) -> None:
         super().__init__()
+        self.backend = check_choice("backend", backend, ROPE_BACKENDS)
         self.head_dim = check_even_dim("head_dim", head_dim)
         self.base = check_base("base", base)
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
@@ -530,6 +586,7 @@ class RotaryEmbedding(nn.Module):
         cos, sin = self._table(torch.arange(initial_len), torch.float32)  # 2 x [n, d]
         self.register_buffer("cos_cached", cos, persistent=False)
         self.register_buffer("sin_cached", sin, persistent=False)
+        self._split_freqs: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, base={self.base:g}, layout={self.layout!r}, scaling={self.scaling}"
@@ -554,8 +611,41 @@ class RotaryEmbedding(nn.Module):
         index = positions.to(self.cos_cached.device)
         return self.cos_cached[index].to(positions.device), self.sin_cached[index].to(positions.device)
 
+    def _triton_freqs(self, device: torch.device, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The frequencies as a float32 head and tail on ``device``, cached unless they depend on the length."""
+        from .triton_rope import split_frequencies
+
+        if self.dynamic:
+            inv_freq, _ = rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling, seq_len=seq_len)
+            return split_frequencies(inv_freq, device=device)
+        if device not in self._split_freqs:
+            inv_freq, _ = rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling)
+            self._split_freqs[device] = split_frequencies(inv_freq, device=device)
+        return self._split_freqs[device]
+
+    def _forward_triton(self, q, k, positions, offset, inplace):
+        from .triton_rope import rope_qk_triton
+
+        if positions is None:
+            check_nonnegative_int("offset", offset)
+            seq_len = offset + q.shape[-2]
+        else:
+            positions = torch.as_tensor(positions, device=q.device)
+            seq_len = positions.max().item() + 1 if self.dynamic and positions.numel() else 0
+        freqs = self._triton_freqs(q.device, seq_len)
+        return rope_qk_triton(
+            q, k, freqs, positions=positions, offset=offset, layout=self.layout,
+            attention_factor=self.attention_factor, inplace=inplace,
+        )
+
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None, offset: int = 0
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        offset: int = 0,
+        *,
+        inplace: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q`` and ``k`` by the positions of their tokens.
 
@@ -567,6 +657,8 @@ class RotaryEmbedding(nn.Module):
             offset: Used when ``positions`` is None: the tokens sit at
                 ``offset .. offset + s - 1`` (for example, the length of a KV
                 cache already filled), >= 0.
+            inplace: Write the results into ``q`` and ``k`` and return them
+                (they must not be leaves that require grad).
 
         Returns:
             ``(q, k)`` rotated, with their shapes and dtypes.
@@ -586,6 +678,11 @@ class RotaryEmbedding(nn.Module):
         seq_len = q.shape[-2]
         if k.shape[-2] != seq_len:
             raise ValueError(f"k has length {k.shape[-2]} (dim -2), expected q's length {seq_len}")
+        eligible = q.dim() == 4 and k.dim() == 4 and q.dtype in _TRITON_DTYPES and k.dtype in _TRITON_DTYPES
+        if _use_triton(self.backend, (q, k), eligible=eligible):
+            return self._forward_triton(q, k, positions, offset, inplace)
+        if inplace and torch.is_grad_enabled() and any(t.requires_grad and t.is_leaf for t in (q, k)):
+            raise ValueError("inplace=True cannot overwrite q or k: a leaf tensor that requires grad")
         dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
         if positions is None:
             check_nonnegative_int("offset", offset)
@@ -607,4 +704,8 @@ class RotaryEmbedding(nn.Module):
             cos, sin = self.cos_sin(positions, dtype)  # [s, d] or [b, s, d]
             if positions.dim() == 2 and q.dim() == 4:
                 cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, s, d] -> [b, 1, s, d]
-        return apply_rope(q, cos, sin, layout=self.layout), apply_rope(k, cos, sin, layout=self.layout)
+        q_rot = apply_rope(q, cos, sin, layout=self.layout, backend="torch")
+        k_rot = apply_rope(k, cos, sin, layout=self.layout, backend="torch")
+        if inplace:
+            return q.copy_(q_rot), k.copy_(k_rot)
+        return q_rot, k_rot
