@@ -43,6 +43,18 @@ def load_cells(ipynb: Path) -> nbformat.NotebookNode:
     return jupytext.read(ipynb)
 
 
+def merge_streams(outputs: list) -> list:
+    """Join consecutive stdout (or stderr) chunks: where the kernel split them is timing."""
+    merged = []
+    for out in outputs:
+        if out.output_type == "stream" and merged and merged[-1].output_type == "stream" \
+                and merged[-1].name == out.name:
+            merged[-1].text += out.text
+        else:
+            merged.append(out)
+    return merged
+
+
 def run(ipynb: Path) -> float:
     nb = load_cells(ipynb)
     nb.metadata["kernelspec"] = KERNELSPEC
@@ -58,6 +70,9 @@ def run(ipynb: Path) -> float:
         resources={"metadata": {"path": str(ipynb.parent)}},
     ).execute()
     elapsed = time.perf_counter() - start
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = merge_streams(cell.outputs)
     nbformat.write(nb, ipynb)
     md = twin_of(ipynb)
     md.parent.mkdir(exist_ok=True)
