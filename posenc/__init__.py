@@ -3,8 +3,16 @@
 The package behind the book: every chapter imports its formulas from here.
 """
 
+from . import schemes  # noqa: F401  (registers shaw, t5, alibi, rope, rope_pi with the tiny Transformer)
 from .alibi import ALiBiBias, alibi_bias, alibi_slopes
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from .extrapolation import (
+    ExperimentConfig,
+    experiment_summary,
+    load_experiments,
+    run_experiments,
+    train_and_evaluate,
+)
 from .layout import PAIR_LAYOUTS, layout_permutation
 from .learned import LearnedPositionalEmbedding
 from .pairing import sinusoidal_dot_product, sinusoidal_offset_matrix
@@ -51,6 +59,7 @@ __all__ = [
     "ROPE_LAYOUTS",
     "ROPE_TYPES",
     "ALiBiBias",
+    "ExperimentConfig",
     "LearnedPositionalEmbedding",
     "LookupTask",
     "MultiHeadSelfAttention",
@@ -68,7 +77,9 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
+    "experiment_summary",
     "layout_permutation",
+    "load_experiments",
     "make_position_scheme",
     "make_task",
     "ntk_scaled_base",
@@ -82,6 +93,7 @@ __all__ = [
     "rope_cos_sin",
     "rope_inv_freq",
     "rope_weight_permutation",
+    "run_experiments",
     "scaled_dot_product_attention",
     "sinusoidal_dot_product",
     "sinusoidal_encoding",
@@ -91,5 +103,6 @@ __all__ = [
     "t5_relative_position_bucket",
     "tiny_accuracy",
     "tiny_accuracy_by_position",
+    "train_and_evaluate",
     "train_tiny",
 ]

@@ -73,3 +73,12 @@ def check_sequence_input(x, dim: int) -> None:
     """Raise unless ``x`` is shaped ``[..., seq_len, dim]`` (at least 2 dims)."""
     if x.dim() < 2 or x.shape[-1] != dim:
         raise ValueError(f"x must have shape [..., seq_len, {dim}] (last dim = dim = {dim}), got {tuple(x.shape)}")
+
+def check_positive_number(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    return value

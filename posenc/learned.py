@@ -20,21 +20,16 @@ Initialisation, as the reference implementations do it:
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from ._checks import check_nonnegative_int, check_positive_int, check_probability, check_sequence_input
-
-
-def _check_positive_number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number > 0, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
-    return value
+from ._checks import (
+    check_nonnegative_int,
+    check_positive_int,
+    check_positive_number,
+    check_probability,
+    check_sequence_input,
+)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -65,7 +60,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = check_positive_int("max_len", max_len)
         self.dim = check_positive_int("dim", dim)
-        self.std = _check_positive_number("std", std)
+        self.std = check_positive_number("std", std)
         self.truncated = bool(truncated)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.weight = nn.Parameter(torch.empty(max_len, dim))

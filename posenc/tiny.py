@@ -13,6 +13,16 @@ hook for each, all no-ops by default:
 * ``rotate(q, k, offset)``: rotary schemes transform the queries and keys
   ``[b, h, s, head_dim]`` of every layer before the scores are formed.
 
+A fourth hook, ``attend(q, k, v, bias=..., causal=..., offset=...)``, runs the
+attention itself; by default it is :func:`posenc.scaled_dot_product_attention`.
+Schemes whose terms cannot be written as a bias or a rotation override it:
+Shaw et al.'s key term depends on the query, and their value term is added
+to the attention output (:mod:`posenc.schemes`).
+
+The schemes ``"none"``, ``"sinusoidal"`` and ``"learned"`` are defined here;
+``"shaw"``, ``"t5"``, ``"alibi"``, ``"rope"`` and ``"rope_pi"`` in
+:mod:`posenc.schemes`, which ``import posenc`` registers.
+
 A scheme is registered under a name with :func:`register_position_scheme`; the
 model builds it with :func:`make_position_scheme`. Every attention layer goes
 through :func:`posenc.scaled_dot_product_attention`.
@@ -28,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_nonnegative_int, check_positive_int
+from ._checks import check_choice, check_nonnegative_int, check_positive_int, check_positive_number
 from .attention import scaled_dot_product_attention
-from .learned import LearnedPositionalEmbedding, _check_positive_number
+from .learned import LearnedPositionalEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding
 from .tasks import IGNORE, Task
 
@@ -39,7 +49,7 @@ from .tasks import IGNORE, Task
 
 
 class PositionScheme(nn.Module):
-    """Where a position encoding acts on the tiny Transformer: three hooks, each a no-op.
+    """Where a position encoding acts on the tiny Transformer: four hooks, each a no-op by default.
 
     Subclasses override the hooks they need. One instance is shared by all
     layers of a model; parameters it holds are trained with the model.
@@ -84,12 +94,40 @@ class PositionScheme(nn.Module):
         Args:
             q: Queries ``[b, h, q_len, head_dim]``.
             k: Keys ``[b, h, k_len, head_dim]``.
-            offset: Position of the first key, as in :meth:`score_bias`.
+            offset: Position of the first key, as in :meth:`posenc.PositionScheme.score_bias`.
 
         Returns:
             ``(q, k)`` of the same shapes; the default returns them unchanged.
         """
         return q, k
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        bias: torch.Tensor | None = None,
+        causal: bool = False,
+        offset: int = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention of every layer, after :meth:`posenc.PositionScheme.rotate`.
+
+        Override it for terms that are neither a bias nor a rotation.
+
+        Args:
+            q: Queries ``[b, h, q_len, head_dim]``.
+            k: Keys ``[b, h, k_len, head_dim]``.
+            v: Values ``[b, h, k_len, head_dim]``.
+            bias: The result of :meth:`posenc.PositionScheme.score_bias`, or ``None``.
+            causal: Whether the model's attention is causal.
+            offset: Position of the first key, as in :meth:`posenc.PositionScheme.score_bias`.
+
+        Returns:
+            ``(out [b, h, q_len, head_dim], weights [b, h, q_len, k_len])``;
+            the default is :func:`posenc.scaled_dot_product_attention`.
+        """
+        return scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
 
 
 class NoPositions(PositionScheme):
@@ -219,7 +257,7 @@ register_position_scheme("learned", LearnedScheme)
 
 
 class TinyAttention(nn.Module):
-    """Multi-head self-attention that lets the position scheme rotate ``q`` and ``k``.
+    """Multi-head self-attention that lets the position scheme rotate ``q`` and ``k`` and attend.
 
     Args:
         dim: Model dimension, divisible by ``num_heads``.
@@ -246,7 +284,7 @@ class TinyAttention(nn.Module):
         qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)  # [b, s, 3, h, dh]
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x [b, h, s, dh]
         q, k = scheme.rotate(q, k, offset)
-        out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+        out, weights = scheme.attend(q, k, v, bias=bias, causal=causal, offset=offset)
         out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, dh] -> [b, s, dim]
         return self.out(out), weights
 
@@ -271,19 +309,22 @@ class TinyTransformer(nn.Module):
     """A small pre-norm Transformer that predicts one token per input position.
 
     Token embeddings, then the position scheme's ``embed`` hook, then
-    ``num_layers`` blocks whose attention applies the scheme's ``score_bias``
-    and ``rotate`` hooks, then a final layer norm and a linear read-out.
+    ``num_layers`` blocks whose attention applies the scheme's ``score_bias``,
+    ``rotate`` and ``attend`` hooks, then a final layer norm and a linear
+    read-out.
 
     Args:
         vocab_size: Number of token ids.
         scheme: Name of a registered position scheme: ``"none"``,
-            ``"sinusoidal"``, ``"learned"`` or any added with
+            ``"sinusoidal"``, ``"learned"``, ``"shaw"``, ``"t5"``,
+            ``"alibi"``, ``"rope"``, ``"rope_pi"`` or any added with
             :func:`register_position_scheme`.
         dim: Model dimension, divisible by ``num_heads``.
         num_heads: Number of attention heads.
         num_layers: Number of blocks.
-        max_len: Longest input the model is built for (the table size of a
-            learned scheme).
+        max_len: Longest input the model is built for: the table size of a
+            learned scheme, and the trained length that ``"rope_pi"``
+            compresses longer inputs into.
         causal: Causal (decoder-style) attention instead of bidirectional.
         mlp_ratio: Hidden width of the MLP as a multiple of ``dim``.
         embed_std: Standard deviation of the initial token embeddings. The
@@ -322,7 +363,7 @@ class TinyTransformer(nn.Module):
             check_positive_int(name, value)
         if dim % num_heads:
             raise ValueError(f"dim must be divisible by num_heads, got dim={dim}, num_heads={num_heads}")
-        _check_positive_number("embed_std", embed_std)
+        check_positive_number("embed_std", embed_std)
         check_choice("scheme", scheme, position_schemes())
         self.vocab_size, self.dim, self.num_heads = vocab_size, dim, num_heads
         self.max_len, self.causal, self.scheme_name = max_len, bool(causal), scheme
