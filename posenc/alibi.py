@@ -16,18 +16,31 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int
+from ._checks import check_choice, check_positive_int
 from .relative import relative_positions
 
+#: How :func:`alibi_slopes` evaluates the paper's geometric sequence.
+SLOPE_METHODS = ("exact", "geometric")
 
-def alibi_slopes(num_heads: int, *, dtype: torch.dtype = torch.float32, device=None) -> torch.Tensor:
+
+def alibi_slopes(
+    num_heads: int, *, method: str = "exact", dtype: torch.dtype = torch.float32, device=None
+) -> torch.Tensor:
     """The slope ``m_h`` of every head, for any number of heads.
 
-    Computed as ``2 ** (-exponent)`` in float64 with the exponent exact, then
-    rounded once to ``dtype``: float32 slopes are the correctly rounded values.
+    With ``method="exact"`` each slope is ``2 ** (-exponent)`` computed in
+    float64 with the exponent exact, then rounded once to ``dtype``: float32
+    slopes are the correctly rounded values (bit-identical to MPT's in
+    ``transformers``). With ``method="geometric"`` the sequence is evaluated as
+    the paper describes it, a ratio raised to integer powers, in float32: the
+    ratio ``2 ** (-8 / n0)`` is rounded to float32 first and its rounding error
+    grows with the power, up to a few units in the last place. That is how
+    BLOOM computes its slopes, and the result is bit-identical to its
+    ``build_alibi_tensor``.
 
     Args:
         num_heads: Number of heads, >= 1.
+        method: ``"exact"`` or ``"geometric"``, as above.
         dtype: Floating dtype of the result.
         device: Device of the result.
 
@@ -38,7 +51,14 @@ def alibi_slopes(num_heads: int, *, dtype: torch.dtype = torch.float32, device=N
         ValueError: If ``num_heads`` is not an int >= 1.
     """
     check_positive_int("num_heads", num_heads)
+    check_choice("method", method, SLOPE_METHODS)
     n0 = 1 << (num_heads.bit_length() - 1)  # largest power of two <= num_heads
+    if method == "geometric":
+        ratio = torch.tensor(2.0 ** (-8.0 / n0), dtype=torch.float32, device=device)
+        ratio_2n0 = torch.tensor(2.0 ** (-8.0 / (2 * n0)), dtype=torch.float32, device=device)
+        k = torch.arange(1, n0 + 1, dtype=torch.int32, device=device)  # [n0]
+        odd = 2 * torch.arange(num_heads - n0, dtype=torch.int32, device=device) + 1  # odd k of 2 * n0 heads
+        return torch.cat([torch.pow(ratio, k), torch.pow(ratio_2n0, odd)]).to(dtype)  # [num_heads]
     k = torch.arange(1, n0 + 1, dtype=torch.float64, device=device)  # [n0]
     extra = 2 * torch.arange(num_heads - n0, dtype=torch.float64, device=device) + 1  # odd k of 2 * n0 heads
     exponent = torch.cat([k * (8.0 / n0), extra * (8.0 / (2 * n0))])  # [num_heads], exact in float64

@@ -64,6 +64,15 @@ def test_slopes_match_bloom_in_transformers(num_heads):
     assert torch.allclose(ours, bloom, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("num_heads", range(1, 65))
+def test_geometric_slopes_identical_to_bloom_in_transformers(num_heads):
+    bloom = build_alibi_tensor(torch.ones(1, 2), num_heads, torch.float32)[:, 0, 1]  # slope * key position 1
+    geometric = alibi_slopes(num_heads, method="geometric")
+    assert torch.equal(geometric, bloom)
+    exact = alibi_slopes(num_heads, dtype=torch.float64)
+    assert torch.allclose(geometric.double(), exact, rtol=1e-6, atol=0)  # both are the paper's rule
+
+
 @pytest.mark.parametrize("num_heads", [1, 3, 8, 12, 16, 40, 64])
 def test_attention_with_bloom_alibi_is_the_same(num_heads):
     # BLOOM adds +m * j; the paper's -m * (i - j) differs by m * i per row, which the softmax removes.
