@@ -828,7 +828,7 @@ def run_benchmark(
         progress: Called with one line per finished measurement.
 
     Returns:
-        A dict: ``schema``, ``synthetic`` (False), ``device``, ``versions``,
+        The result as a dict with ``schema``, ``synthetic`` (False), ``device``, ``versions``,
         ``date`` (UTC), ``dtype``, ``method``, ``copy`` (the ceiling) and
         ``results`` (one record per operation, implementation and shape,
         with ``status`` ``"ok"``, ``"failed"`` or ``"unavailable"``).
