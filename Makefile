@@ -1,49 +1,109 @@
 # posenc book: the two commands a reader needs are `make book` and `make test`.
-# Everything runs inside .venv, created here from the pinned requirements.txt.
+# Everything runs inside .venv, created here: requirements.txt for the book (build the
+# site, run the chapters in JupyterLab), requirements-test.txt on top of it for the tests.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+PIP    := $(PY) -m pip --disable-pip-version-check
 HTML   := _build/html
 # Chapters are the numbered notebooks; their MyST twins live in book/md_src/.
 CHAPTERS := $(sort $(wildcard book/[0-9][0-9]_*.ipynb))
 PORT   ?= 8000
+# torch 2.13.0 comes first, on its own. Without an NVIDIA GPU the CPU build is taken from
+# PyTorch's CPU index (about 0.2 GB instead of several GB of CUDA libraries); with one,
+# the public index's CUDA build. Set TORCH_INDEX to choose another build, for example
+# TORCH_INDEX=https://download.pytorch.org/whl/cu128, or TORCH_INDEX= for the public index.
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
+# Committed outputs must not depend on how a CPU rounds: nbval runs natively, with ATen's
+# AVX2 kernels (nbval-cpus) and with its generic kernels (nbval-elsewhere).
+ELSEWHERE := $(or $(TMPDIR),/tmp)/posenc-elsewhere
+NBVAL := -m pytest -q -n 2 --dist loadfile --nbval --nbval-sanitize-with
 
-.PHONY: book test unit nbval site notebooks serve lint clean help
+.PHONY: book test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean help
 
 help:
 	@echo "make book       set up .venv if missing and build the site into $(HTML)"
-	@echo "make test       unit/property tests, notebook checks, nbval, book build, site checks"
+	@echo "make test       every check: lint, unit and property tests, nbval natively and under"
+	@echo "                other CPU kernels, chapters run outside the repository, installs"
+	@echo "                resolved from the public index, book build, site checks"
+	@echo "make lab        JupyterLab on the chapters"
 	@echo "make notebooks  re-execute every chapter top to bottom and sync the MyST twins"
+	@echo "make lock       re-pin requirements*.txt from pyproject.toml against the public index"
 	@echo "make serve      serve $(HTML) on http://localhost:$(PORT)"
 
-$(STAMP): requirements.txt pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+$(VENV)/.created:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "The book needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)."; \
+	  echo "Pick another interpreter, for example: make PYTHON=python3.12 $(MAKECMDGOALS)"; exit 1; }
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "Could not create $(VENV). On Debian/Ubuntu: sudo apt-get install python3-venv (or python3.11-venv)"; exit 1; }
 	touch $@
 
-book: $(STAMP)
+$(VENV)/.torch: $(VENV)/.created
+	$(PIP) install --quiet --retries 1 --no-deps torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	touch $@
+
+$(VENV)/.book: $(VENV)/.torch requirements.txt pyproject.toml
+	$(PIP) install --quiet -r requirements.txt
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.book requirements-test.txt
+	$(PIP) install --quiet -r requirements-test.txt
+	touch $@
+
+book: $(VENV)/.book
 	$(VENV)/bin/jupyter-book build . --builder html -n -W --keep-going
 	@echo "Book: $(abspath $(HTML))/index.html"
 
-lint: $(STAMP)
-	$(PY) -m ruff check posenc tests scripts
+lab: $(VENV)/.book
+	$(VENV)/bin/jupyter lab book/
 
-unit: $(STAMP)
+lint: $(VENV)/.test
+	$(PY) -m ruff check posenc posenc_book tests scripts
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(VENV)/bin/zizmor --offline --quiet .github/workflows/
+
+unit: $(VENV)/.test
 	$(PY) -m pytest -q -n 2 tests --ignore=tests/site
 
-nbval: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg $(CHAPTERS)
+nbval: $(VENV)/.test
+	$(PY) $(NBVAL) tests/nbval_sanitize.cfg $(CHAPTERS)
 
-site: $(STAMP)
+# The same comparison with the kernels ATen picks on an AVX2 machine.
+nbval-cpus: $(VENV)/.test
+	ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(CHAPTERS)
+
+# Every chapter copied to a folder outside the repository and compared there, with posenc
+# installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
+# then chapter 9 once more with Triton hidden, as on a machine without it.
+nbval-elsewhere: $(VENV)/.test
+	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton
+	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) .
+	$(PIP) install --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
+	cp $(CHAPTERS) tests/nbval_sanitize.cfg $(ELSEWHERE)/
+	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
+	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
+	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
+	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(notdir $(CHAPTERS))
+	cd $(ELSEWHERE) && PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site \
+	  $(abspath $(PY)) -m pytest -q --nbval-lax -p no:cacheprovider --rootdir . 09_gpu_timing.ipynb
+
+# Every requirements file resolves from the public package index alone.
+index: $(VENV)/.test
+	$(PY) scripts/check_index.py
+
+site: $(VENV)/.test
 	$(PY) -m pytest -q tests/site
 
-test: lint unit nbval book site
+test: lint unit index nbval nbval-cpus nbval-elsewhere book site
 
-notebooks: $(STAMP)
+notebooks: $(VENV)/.test
 	$(PY) scripts/run_notebooks.py
+
+lock:
+	$(PYTHON) scripts/lock_requirements.py
 
 serve:
 	@test -f $(HTML)/index.html || { echo "no site yet: run make book"; exit 1; }

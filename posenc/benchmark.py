@@ -908,8 +908,8 @@ def load_results(directory="data", pattern: str = "gpu_*.json") -> list[dict]:
     """Read recorded result files, oldest first.
 
     Args:
-        directory: Folder to search (the chapter runs in ``book/``, so the
-            default is ``book/data``).
+        directory: Folder to search (chapter 9 passes the book's recorded
+            data, ``posenc_book/data``).
         pattern: Glob pattern of the files, by default the GPU runs.
 
     Returns:
@@ -1105,7 +1105,7 @@ def plot_results(result: dict):
 # ---------------------------------------------------------------------------
 
 
-def default_path(result: dict, folder="book/data") -> Path:
+def default_path(result: dict, folder=".") -> Path:
     """``gpu_rope_<device>.json`` (or ``cpu_rope_...``) under ``folder``, the device name made a file name."""
     slug = re.sub(r"[^a-z0-9]+", "_", result["device"]["name"].lower()).strip("_") or "device"
     prefix = "gpu" if result["device"]["type"] == "cuda" else "cpu"
@@ -1115,7 +1115,8 @@ def default_path(result: dict, folder="book/data") -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m posenc.benchmark``: run everything, write JSON, print the table last."""
     parser = argparse.ArgumentParser(prog="python -m posenc.benchmark", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="JSON file to write (default: book/data/gpu_rope_<device>.json)")
+    parser.add_argument("--out", help="JSON file, or folder for gpu_rope_<device>.json, to write "
+                        "(default: gpu_rope_<device>.json here; the book reads posenc_book/data/)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--dtype", default=None, choices=sorted(_DTYPES), help="default bfloat16 on a GPU")
     parser.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
@@ -1126,7 +1127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run_benchmark(args.device, dtype=_DTYPES[args.dtype] if args.dtype else None, ops=args.ops,
                            impls=args.impl, quick=args.quick, run_s=args.run_s,
                            progress=lambda line: print(line, file=sys.stderr, flush=True))
-    path = save_results(result, args.out or default_path(result))
+    out = args.out
+    if out is None or out.endswith(("/", "\\")) or Path(out).is_dir():
+        out = default_path(result, out or ".")
+    path = save_results(result, out)
     failed = [r for r in result["results"] if r["status"] == "failed"]
     print(summary_table(result))
     print(f"written: {path}" + (f"; {len(failed)} check(s) FAILED" if failed else ""))

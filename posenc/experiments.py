@@ -2,7 +2,7 @@
 
 ::
 
-    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out book/data/experiments.json
+    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json
 
 trains one tiny Transformer per position scheme, task and seed, evaluates it
 at multiples of the training length, shows a progress bar on stderr (tqdm)

@@ -26,7 +26,7 @@ Results are a JSON document (see :func:`run_experiments`) with the full
 configuration, the software versions and the date. The command line
 (:mod:`posenc.experiments`) runs an experiment and writes that document::
 
-    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out book/data/experiments.json
+    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ SCHEMA = "posenc.experiments/1"
 ALL_SCHEMES = ("none", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "rope_pi")
 
 #: Where the command writes by default, relative to the repository root.
-DEFAULT_OUT = Path("book") / "data" / "experiments.json"
+DEFAULT_OUT = Path("experiments.json")  # the book's recorded copy is posenc_book/data/experiments.json
 
 
 def _check_names(name: str, values: object, choices: Sequence[str]) -> tuple[str, ...]:

@@ -67,6 +67,37 @@ _LAYOUTS = ("half", "interleaved")
 _TILE = 2048
 
 
+def _fuse_interpreter_fma() -> None:
+    """Make Triton's CPU interpreter round ``tl.fma`` once, as a GPU does.
+
+    The kernel recovers the float32 rounding error of ``position * frequency`` with one
+    fused multiply-add, which is exact only if the fma rounds once. Interpreters of
+    Triton before 3.9 compute it as a float32 multiply followed by an add (two
+    roundings), so under ``TRITON_INTERPRET=1`` the angles lose the bits the kernel
+    works to keep; torch 2.13.0 requires Triton 3.7.1, whose interpreter does this.
+    Here the product is formed in float64, where a product of two float32 numbers is
+    exact, and rounded once more to float32 after the add: for the error terms the
+    kernel computes, which float32 represents exactly, the result is exact. GPUs are
+    unaffected: only the interpreter's builder is changed.
+    """
+    import numpy as np
+    from triton.runtime import interpreter
+
+    def create_fma(self, x, y, z):
+        dtype = z.data.dtype
+        if dtype in (np.float32, np.float16):
+            total = np.multiply(x.data, y.data, dtype=np.float64) + z.data.astype(np.float64)
+            return interpreter.TensorHandle(total.astype(dtype), z.dtype.scalar)
+        return original(self, x, y, z)
+
+    original = interpreter.InterpreterBuilder.create_fma
+    interpreter.InterpreterBuilder.create_fma = create_fma
+
+
+if triton is not None and tuple(int(part) for part in triton.__version__.split(".")[:2]) < (3, 9):
+    _fuse_interpreter_fma()
+
+
 def triton_available() -> bool:
     """Whether Triton could be imported, so that the ``"triton"`` backend can run."""
     return triton is not None

@@ -7,11 +7,14 @@ A chapter is ``book/NN_name.ipynb`` paired with ``book/md_src/NN_name.md``
 edited: the newer one provides the cells, as with ``jupytext --sync``. The
 notebook is then executed in a fresh kernel with ``book/`` as the working
 directory, saved with its outputs (execution counts 1, 2, 3, ...), and the
-twin is rewritten from it. With no arguments every chapter is processed.
+twin is rewritten from it. With no arguments every chapter is processed. First, the
+section headings of every chapter are recorded for the claims ledger
+(``posenc_book/data/sections.json``).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -19,6 +22,9 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+
+from posenc_book.data import DATA
+from posenc_book.ledger import section_titles
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -41,6 +47,16 @@ def load_cells(ipynb: Path) -> nbformat.NotebookNode:
     if md.exists() and (not ipynb.exists() or md.stat().st_mtime > ipynb.stat().st_mtime):
         return jupytext.read(md)
     return jupytext.read(ipynb)
+
+
+def write_sections() -> Path:
+    """Record every chapter's section headings for the claims ledger (chapter 10)."""
+    sections = {
+        ipynb.stem: section_titles(jupytext.writes(load_cells(ipynb), fmt="md:myst")) for ipynb in all_chapters()
+    }
+    path = DATA / "sections.json"
+    path.write_text(json.dumps(sections, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
 
 
 def merge_streams(outputs: list) -> list:
@@ -82,6 +98,7 @@ def run(ipynb: Path) -> float:
 
 def main(argv: list[str]) -> int:
     chapters = [Path(a).resolve() for a in argv] or all_chapters()
+    print(f"{write_sections().relative_to(ROOT)} written")
     for ipynb in chapters:
         if ipynb.suffix == ".md":
             ipynb = ipynb.parent.parent / (ipynb.stem + ".ipynb")

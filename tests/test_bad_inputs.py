@@ -1,4 +1,4 @@
-"""Every entry of book/data/bad_inputs.yaml raises the stated exception with a message that says why."""
+"""Every entry of posenc_book/data/bad_inputs.yaml raises the stated exception with a message that says why."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from chapters import ROOT
 
 import posenc
 
-CATALOG_PATH = ROOT / "book" / "data" / "bad_inputs.yaml"
+CATALOG_PATH = ROOT / "posenc_book" / "data" / "bad_inputs.yaml"
 CATALOG = yaml.safe_load(CATALOG_PATH.read_text(encoding="utf-8"))
 EXCEPTIONS = {"ValueError": ValueError, "IndexError": IndexError}
 
@@ -72,4 +72,4 @@ def test_names_in_calls_are_public():
 
 def test_the_chapter_renders_this_catalog():
     source = (ROOT / "book" / "md_src" / "07_pytorch.md").read_text(encoding="utf-8")
-    assert 'Path("data/bad_inputs.yaml")' in source
+    assert 'data_path("bad_inputs.yaml")' in source

@@ -271,7 +271,9 @@ def test_targets_are_read_off_the_results_not_asserted():
 
 def test_default_path_names_the_device():
     result = {"device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}}
-    assert bench.default_path(result) == Path("book/data/gpu_rope_nvidia_h100_80gb_hbm3.json")
+    assert bench.default_path(result) == Path("gpu_rope_nvidia_h100_80gb_hbm3.json")
+    recorded = Path("posenc_book/data/gpu_rope_nvidia_h100_80gb_hbm3.json")
+    assert bench.default_path(result, "posenc_book/data") == recorded
     assert bench.default_path({"device": {"type": "cpu", "name": "AMD EPYC"}}, "out").as_posix() == \
         "out/cpu_rope_amd_epyc.json"
 

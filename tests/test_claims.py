@@ -1,4 +1,4 @@
-"""The claims ledger, book/data/claims.yaml: its schema, the chapters it points to, and the tests it names, which
+"""The claims ledger, posenc_book/data/claims.yaml: its schema, the chapters it points to, and the tests it names, which
 must exist and pass."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import yaml
 from chapters import ROOT, toc_files
 from docutils.nodes import make_id
 
-LEDGER = ROOT / "book" / "data" / "claims.yaml"
+LEDGER = ROOT / "posenc_book" / "data" / "claims.yaml"
 CLAIMS = yaml.safe_load(LEDGER.read_text(encoding="utf-8"))
 IDS = [claim["id"] for claim in CLAIMS]
 SEEDS = ("000", "001", "002", "003", "004")
@@ -132,4 +132,4 @@ def test_the_chapter_shows_every_claim():
     missing = [i for i in IDS if f'id="claim-{i}"' not in html]
     assert not missing, f"claims missing from the committed chapter 10: {missing}; re-run it"
     source = (ROOT / "book" / "md_src" / "10_claims.md").read_text(encoding="utf-8")
-    assert 'Path("data/claims.yaml")' in source
+    assert 'data_path("claims.yaml")' in source

@@ -190,7 +190,7 @@ def test_cli_rejects_bad_options(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def saved():
     """The saved experiment: worst and best seed per (task, scheme, length), and the runs."""
-    document = load_experiments(ROOT / "book" / "data" / "experiments.json")
+    document = load_experiments(ROOT / "posenc_book" / "data" / "experiments.json")
     cells = {(r["task"], r["scheme"], r["length"]): r for r in experiment_summary(document)}
     runs = {(r["task"], r["scheme"], r["seed"]): r for r in document["runs"]}
     return ExperimentConfig.from_dict(document["config"]), cells, runs

@@ -1,4 +1,4 @@
-"""Claims of the source documents that no other test file decides; each is named in book/data/claims.yaml."""
+"""Claims of the source documents that no other test file decides; each is named in posenc_book/data/claims.yaml."""
 
 import math
 import warnings

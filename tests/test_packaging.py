@@ -1,38 +1,162 @@
-"""The ways the book is run agree: Binder's pins, CI's entry point, the workflow."""
+"""The ways the book is installed and run agree: pins, extras, Binder, Colab, CI, make."""
 
+import ast
+import json
+import os
 import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
 
+import pytest
 import yaml
-from chapters import ROOT
+from chapters import ROOT, chapter_notebooks
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import sync_repo_url  # noqa: E402
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = None
 
 
 def pins(path):
     out = {}
     for line in (ROOT / path).read_text().splitlines():
-        m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s+]+)", line)
+        m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", line)
         if m:
-            out[m.group(1).lower()] = m.group(2)
+            out[m.group(1).lower().replace("_", "-")] = m.group(2)
     return out
 
 
-def test_binder_pins_match_requirements():
-    top, binder = pins("requirements.txt"), pins("binder/requirements.txt")
-    assert binder, "binder/requirements.txt pins nothing"
-    assert {k: top.get(k) for k in binder} == binder
+def extras():
+    if tomllib is None:
+        pytest.skip("tomllib needs Python 3.11")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {}
+    for extra, reqs in project["optional-dependencies"].items():
+        names[extra] = {re.match(r"[A-Za-z0-9_.\-]+", r).group(0).lower().replace("_", "-") for r in reqs}
+    return project, names
 
 
-def test_binder_installs_every_package_the_chapters_import():
-    imported = set()
-    for nb in (ROOT / "book" / "md_src").glob("*.md"):
-        imported |= set(re.findall(r"^\s*(?:from|import) ([a-z_]+)", nb.read_text(), re.M))
-    provided = {"posenc", "torch", "matplotlib", "numpy", "yaml", "rotary_embedding_torch", "tqdm", "transformers"}
-    stdlib = {"math", "io", "itertools", "inspect", "json", "time", "re", "os", "sys", "collections",
-              "functools", "dataclasses", "pathlib", "statistics", "textwrap", "warnings", "typing", "copy",
-              "random", "contextlib", "timeit", "platform", "datetime", "string", "pprint", "tracemalloc", "gc"}
-    assert imported - provided - stdlib == set(), "chapters import packages Binder would not install"
+def test_requirement_files_agree_with_each_other():
+    readers, tests, binder = pins("requirements.txt"), pins("requirements-test.txt"), pins("binder/requirements.txt")
+    assert readers and binder
+    # one version of each package everywhere
+    assert {k: tests.get(k) for k in readers} == readers
+    assert {k: readers.get(k) for k in binder} == binder
+    assert readers["torch"] == tests["torch"] == binder["torch"] == "2.13.0"
+
+
+def test_every_extra_is_pinned_where_it_is_installed():
+    _, names = extras()
+    readers, tests, binder = pins("requirements.txt"), pins("requirements-test.txt"), pins("binder/requirements.txt")
+    book, site, test = (names[k] - {"posenc"} for k in ("book", "site", "test"))
+    assert book <= binder.keys() and book | site <= readers.keys() and book | site | test <= tests.keys()
+    assert "jupyterlab" in readers, "readers run the chapters in JupyterLab"
+
+
+def test_readers_environment_leaves_out_the_test_suite_and_cuda():
+    readers = pins("requirements.txt")
+    for name in ("pytest", "nbval", "hypothesis", "playwright", "ruff", "triton"):
+        assert name not in readers, f"{name} is a test dependency, not a reader's"
+    assert not [name for name in readers if name.startswith(("nvidia-", "cuda-"))]
+
+
+def test_triton_pin_is_the_one_torch_requires():
+    line = next(x for x in (ROOT / "requirements-test.txt").read_text().splitlines() if x.startswith("triton=="))
+    # torch 2.13.0's CUDA build on the public index requires exactly this Triton (Requires-Dist)
+    assert line == 'triton==3.7.1; sys_platform == "linux"'
+
+
+def test_binder_installs_torch_from_the_cpu_index_and_the_package():
+    text = (ROOT / "binder" / "requirements.txt").read_text()
+    assert text.splitlines()[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"
+    post_build = (ROOT / "binder" / "postBuild").read_text()
+    assert "pip install --no-deps -e ." in post_build
+    assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+def chapter_imports() -> set[str]:
+    """Top-level modules every chapter imports, read from the code cells' syntax trees."""
+    modules = set()
+    for path in chapter_notebooks():
+        cells = json.loads(path.read_text())["cells"]
+        for cell in cells:
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"])
+            source = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.Import):
+                    modules |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    modules.add(node.module.split(".")[0])
+    return modules
+
+
+def test_binder_and_colab_install_every_package_the_chapters_import():
+    _, names = extras()
+    imported = chapter_imports()
+    stdlib = set(sys.stdlib_module_names)
+    # import name -> distribution name, where they differ
+    dist = {"yaml": "pyyaml", "rotary_embedding_torch": "rotary-embedding-torch", "IPython": "ipython"}
+    optional = {"triton"}  # chapter 9 runs without it and says what it skips
+    provided = {"posenc", "posenc_book", "torch"} | (names["book"] & {dist.get(m, m) for m in imported})
+    # IPython comes with every Jupyter kernel (Colab's and Binder's included)
+    missing = {m for m in imported - stdlib - optional - {"IPython"} if dist.get(m, m) not in provided}
+    assert not missing, f"chapters import {missing}, which posenc[book] (Colab, Binder) would not install"
     binder = pins("binder/requirements.txt")
-    for package in ("torch", "matplotlib", "numpy", "pyyaml", "rotary-embedding-torch", "tqdm", "transformers"):
-        assert package in binder
+    assert all(name in binder for name in names["book"])
+
+
+def test_every_chapter_starts_by_installing_the_package_where_it_is_missing():
+    cell = sync_repo_url.install_cell()
+    url = sync_repo_url.repository()[0]
+    assert f'"posenc[book] @ git+{url}"' in cell
+    for path in chapter_notebooks():
+        code = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        assert "".join(code[0]["source"]) == cell, f"{path.name}: first code cell is not the install cell"
+        assert code[0]["outputs"] == [], "the install cell prints nothing where the package is installed"
+
+
+def test_package_data_ships_in_the_wheel_configuration():
+    project, _ = extras()
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "posenc*" in config["packages"]["find"]["include"]
+    data = config["package-data"]["posenc_book"]
+    shipped = {p.name for p in (ROOT / "posenc_book" / "data").iterdir()}
+    assert shipped and all(any(Path(name).match(Path(pattern).name) for pattern in data) for name in shipped)
+    assert (ROOT / "posenc" / "py.typed").exists() and "py.typed" in config["package-data"]["posenc"]
+
+
+def test_published_project_metadata():
+    project, _ = extras()
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License") and project["license"] == {"text": "MIT"}
+    assert set(project["urls"]) >= {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+    assert project["authors"] and any("Python :: 3.12" in c for c in project["classifiers"])
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and citation["version"] == project["version"]
+    assert f"## {project['version']} " in (ROOT / "CHANGELOG.md").read_text()
+    assert "## How to cite" in (ROOT / "README.md").read_text()
+
+
+def test_repository_url_is_set_once_and_everything_else_derives_from_it():
+    url, owner, name = sync_repo_url.repository()
+    assert sync_repo_url.main(["--check"]) == 0, "run python scripts/sync_repo_url.py"
+    readme = (ROOT / "README.md").read_text()
+    assert f"git clone {url}.git" in readme and f"<{sync_repo_url.site_url()}>" in readme
+    # nothing outside the derived files spells the repository out
+    derived = {p.relative_to(ROOT).as_posix() for p in sync_repo_url.expected_files()}
+    derived |= {p.relative_to(ROOT).as_posix() for p in chapter_notebooks()}
+    files = [p for p in ROOT.rglob("*") if p.is_file() and not {".venv", "_build", ".git"} & set(p.parts)
+             and p.suffix in {".md", ".yml", ".py", ".toml", ".txt", ".ipynb", ".cfg", ".cff"}]
+    marks = (f"{owner}/{name}", f"{owner}.github.io")
+    spelled = {p.relative_to(ROOT).as_posix() for p in files if any(m in p.read_text(errors="ignore") for m in marks)}
+    assert spelled - derived == {"_config.yml"}
 
 
 def test_ci_runs_the_readme_test_command():
@@ -43,19 +167,49 @@ def test_ci_runs_the_readme_test_command():
     assert [line.split()[:2] for line in first_block.strip().splitlines()] == [["make", "book"], ["make", "test"]]
 
 
-def test_workflow_calls_the_makefile_only():
+def test_workflow_tests_on_two_pythons_and_deploys_the_tested_site():
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
-    runs = [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
-    assert runs == ["make test", "make book"]
-    publish = workflow["jobs"]["publish"]
-    assert publish["needs"] == "test" and "refs/heads/main" in publish["if"]
-    assert any(step.get("with", {}).get("path") == "_build/html" for step in publish["steps"])
+    jobs = workflow["jobs"]
+    runs = [step["run"] for job in jobs.values() for step in job["steps"] if "run" in step]
+    assert runs == ["make test"], "CI runs the README's test command and nothing else"
+    assert jobs["test"]["strategy"]["matrix"]["python"] == ["3.11", "3.12"]
+    setup = next(s for s in jobs["test"]["steps"] if s.get("uses", "").startswith("actions/setup-python"))
+    assert setup["with"]["cache"] == "pip"
+    upload = next(s for s in jobs["test"]["steps"] if s.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert upload["with"]["path"] == "_build/html" and "3.11" in upload["if"]
+    deploy = jobs["deploy"]
+    assert deploy["needs"] == "test" and "refs/heads/main" in deploy["if"]
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"], "deploy only, no rebuild"
+    assert deploy["concurrency"]["cancel-in-progress"] is False
+    assert "concurrency" not in workflow, "a workflow-wide group would let a new push cancel a deployment"
 
 
-def test_repository_url_is_set_once():
-    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    assert url.startswith("https://github.com/")
-    files = [p for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts and "_build" not in p.parts
-             and p.suffix in {".md", ".yml", ".py", ".toml", ".txt", ".ipynb", ".cfg"}]
-    hits = [p.relative_to(ROOT).as_posix() for p in files if url.split("//", 1)[1] in p.read_text(errors="ignore")]
-    assert hits == ["_config.yml"]
+def test_make_refuses_a_python_older_than_3_11(tmp_path):
+    fake = tmp_path / "python3"
+    fake.write_text('#!/bin/sh\n[ "$1" = "--version" ] && echo "Python 3.10.12"\nexit 1\n')
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-C", str(ROOT), f"PYTHON={fake}", f"VENV={tmp_path / 'venv'}",
+                           f"{tmp_path / 'venv'}/.created"], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "needs Python 3.11 or newer" in proc.stdout and "Python 3.10.12" in proc.stdout
+    assert "make PYTHON=python3.12" in proc.stdout
+    assert not (tmp_path / "venv").exists()
+
+
+def test_jupyterlab_is_a_readers_command():
+    scripts = Path(sysconfig.get_path("scripts"))
+    assert (scripts / "jupyter-lab").exists(), "requirements.txt must install JupyterLab"
+    env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1"}
+    proc = subprocess.run([str(scripts / "jupyter"), "lab", "--version"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and re.fullmatch(r"4\.\d+\.\d+", proc.stdout.strip())
+    assert "lab:" in (ROOT / "Makefile").read_text()
+
+
+def test_data_is_found_through_the_package_from_any_directory(tmp_path):
+    code = textwrap.dedent("""
+        from posenc_book import data_path, recorded
+        from posenc_book.ledger import chapter_sections
+        print(data_path("claims.yaml").is_file(), len(chapter_sections()) >= 10)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.stdout.split() == ["True", "True"], proc.stderr
