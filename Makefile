@@ -5,7 +5,10 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# --no-compile: modules are byte-compiled when first imported, not all at install (saves
+# about 280 MB of .pyc files for the thousands of modules the book never imports)
 PIP    := $(PY) -m pip --disable-pip-version-check
+INSTALL := $(PIP) install --no-compile
 HTML   := _build/html
 # Chapters are the numbered notebooks; their MyST twins live in book/md_src/.
 CHAPTERS := $(sort $(wildcard book/[0-9][0-9]_*.ipynb))
@@ -41,16 +44,16 @@ $(VENV)/.created:
 	touch $@
 
 $(VENV)/.torch: $(VENV)/.created
-	$(PIP) install --quiet --retries 1 --no-deps torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(INSTALL) --quiet --retries 1 --no-deps torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	touch $@
 
 $(VENV)/.book: $(VENV)/.torch requirements.txt pyproject.toml
-	$(PIP) install --quiet -r requirements.txt
-	$(PIP) install --quiet --no-deps --no-build-isolation -e .
+	$(INSTALL) --quiet -r requirements.txt
+	$(INSTALL) --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.test: $(VENV)/.book requirements-test.txt
-	$(PIP) install --quiet -r requirements-test.txt
+	$(INSTALL) --quiet -r requirements-test.txt
 	touch $@
 
 book: $(VENV)/.book
@@ -81,7 +84,7 @@ nbval-cpus: $(VENV)/.test
 nbval-elsewhere: $(VENV)/.test
 	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton
 	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) .
-	$(PIP) install --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
+	$(INSTALL) --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
 	cp $(CHAPTERS) tests/nbval_sanitize.cfg $(ELSEWHERE)/
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
 	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \

@@ -8,7 +8,8 @@ From ``repository.url`` (``https://github.com/OWNER/REPO``) follow:
 - the clone command and the site's address in ``README.md``;
 - the project URLs in ``pyproject.toml`` and the addresses in ``CITATION.cff``;
 - the first code cell of every chapter, which installs the book's package where it is
-  missing (on Colab, say) from ``git+URL``, with the ``book`` extra.
+  missing (on Colab, say) from ``git+URL``, with the ``book`` extra; on the site it is
+  folded away (tag ``hide-cell``).
 
 Chapters are edited in their MyST twins (``book/md_src/``); ``make notebooks`` carries the
 change into the notebooks. ``--check`` writes nothing and exits 1 if any file is out of
@@ -25,6 +26,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_MARK = "# Colab, or any Python without the book's package:"
+# On the site the cell is folded away ("Show code cell"); in a notebook it runs first.
+INSTALL_HEADER = "```{code-cell} ipython3\n:tags: [hide-cell]\n\n"
 
 
 def repository() -> tuple[str, str, str]:
@@ -52,7 +55,8 @@ import sys
 
 if importlib.util.find_spec("posenc_book") is None:
     package = "posenc[book] @ git+{url}"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, package], check=True)
     importlib.invalidate_caches()'''
 
 
@@ -62,8 +66,8 @@ def with_install_cell(markdown: str) -> str:
     if not sep:
         raise ValueError("a chapter without code cells")
     first, _, after = rest.partition("```\n")
-    cell = "```{code-cell} ipython3\n" + install_cell() + "\n```\n"
-    if first.startswith(INSTALL_MARK):
+    cell = INSTALL_HEADER + install_cell() + "\n```\n"
+    if INSTALL_MARK in first.split("\n\n", 1)[-1].split("\n", 1)[0] or first.startswith(INSTALL_MARK):
         return head + cell + after
     return head + cell + "\n" + sep + rest
 

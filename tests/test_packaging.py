@@ -121,6 +121,7 @@ def test_every_chapter_starts_by_installing_the_package_where_it_is_missing():
         code = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
         assert "".join(code[0]["source"]) == cell, f"{path.name}: first code cell is not the install cell"
         assert code[0]["outputs"] == [], "the install cell prints nothing where the package is installed"
+        assert code[0]["metadata"].get("tags") == ["hide-cell"], "the site folds the install cell away"
 
 
 def test_package_data_ships_in_the_wheel_configuration():

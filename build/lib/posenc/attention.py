@@ -1,0 +1,133 @@
+"""Scaled dot-product attention, the one attention every chapter uses.
+
+Relative schemes (Shaw, T5, ALiBi, ...) act through ``bias``, an additive term
+on the scores; absolute schemes act on the input before the projections.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int
+
+
+def _shape_error(name: str, got, want: str) -> ValueError:
+    return ValueError(f"{name} has shape {tuple(got)}, expected {want}")
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q k^T / sqrt(d) + bias) v``, returning the weights as well.
+
+    Vaswani et al. 2017, equation (1). The softmax runs in float32 (or float64
+    for float64 inputs) and the results are cast back to ``q``'s dtype.
+
+    Args:
+        q: Queries ``[..., q_len, d]``.
+        k: Keys ``[..., k_len, d]``.
+        v: Values ``[..., k_len, d_v]``.
+        bias: Optional additive term on the scores, broadcastable to
+            ``[..., q_len, k_len]`` (for example ``[h, q_len, k_len]``); ``-inf``
+            entries mask.
+        causal: If true, query ``i`` sees keys ``j <= i + (k_len - q_len)``: the
+            queries are the last ``q_len`` positions of the keys, as when
+            decoding with a KV cache.
+
+    Returns:
+        ``(out, weights)``: ``out`` is ``[..., q_len, d_v]``, ``weights`` is
+        ``[..., q_len, k_len]`` with rows summing to 1.
+
+    Raises:
+        ValueError: If the shapes of ``q``, ``k``, ``v`` or ``bias`` do not fit
+            together, or ``causal`` is set with ``q_len > k_len``.
+    """
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"q, k, v need at least 2 dims [..., len, d], got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise _shape_error("k", k.shape, f"last dim {q.shape[-1]} to match q {tuple(q.shape)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise _shape_error("v", v.shape, f"length {k.shape[-2]} (dim -2) to match k {tuple(k.shape)}")
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    if causal and q_len > k_len:
+        raise ValueError(f"causal attention needs q_len <= k_len, got q_len={q_len}, k_len={k_len}")
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scores = torch.matmul(q.to(compute), k.to(compute).transpose(-2, -1))  # [..., q, k]
+    scores = scores / math.sqrt(q.shape[-1])
+    if bias is not None:
+        if bias.dim() < 2 or bias.shape[-2:] not in ((q_len, k_len), (1, k_len), (q_len, 1), (1, 1)):
+            raise _shape_error("bias", bias.shape, f"[..., {q_len}, {k_len}] (broadcastable to the scores)")
+        try:
+            torch.broadcast_shapes(bias.shape, scores.shape)
+        except RuntimeError:
+            raise _shape_error("bias", bias.shape, f"broadcastable to scores {tuple(scores.shape)}") from None
+        scores = scores + bias.to(compute)
+    if causal:
+        i = torch.arange(q_len, device=q.device).unsqueeze(-1) + (k_len - q_len)  # [q, 1]
+        j = torch.arange(k_len, device=q.device)  # [k]
+        scores = scores.masked_fill(j > i, float("-inf"))  # [..., q, k]
+    weights = torch.softmax(scores, dim=-1)  # [..., q, k]
+    out = torch.matmul(weights, v.to(compute))  # [..., q, d_v]
+    return out.to(q.dtype), weights.to(q.dtype)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Multi-head self-attention with an optional additive score bias.
+
+    Vaswani et al. 2017, section 3.2.2. Projects ``x`` to ``h`` heads of
+    queries, keys and values, runs :func:`scaled_dot_product_attention` per
+    head and projects back. Position information, if any, comes from outside:
+    added to ``x`` beforehand (absolute encodings) or passed as ``bias``
+    (relative encodings).
+
+    Args:
+        dim: Model dimension, divisible by ``num_heads``.
+        num_heads: Number of heads, >= 1.
+        bias: Whether the projections have bias terms.
+    """
+
+    def __init__(self, dim: int, num_heads: int = 1, *, bias: bool = True) -> None:
+        super().__init__()
+        check_positive_int("dim", dim)
+        check_positive_int("num_heads", num_heads)
+        if dim % num_heads:
+            raise ValueError(f"dim must be divisible by num_heads, got dim={dim}, num_heads={num_heads}")
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+        self.out = nn.Linear(dim, dim, bias=bias)
+
+    def forward(
+        self, x: torch.Tensor, *, bias: torch.Tensor | None = None, causal: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend over the sequence.
+
+        Args:
+            x: ``[b, s, dim]``.
+            bias: Optional score bias broadcastable to ``[b, h, s, s]``.
+            causal: Mask future positions.
+
+        Returns:
+            ``(out [b, s, dim], weights [b, h, s, s])``.
+
+        Raises:
+            ValueError: If ``x`` is not ``[b, s, dim]``.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape [batch, seq_len, {self.dim}], got {tuple(x.shape)}")
+        b, s, _ = x.shape
+        qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)  # [b, s, 3, h, dh]
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x [b, h, s, dh]
+        out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+        out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, dh] -> [b, s, dim]
+        return self.out(out), weights

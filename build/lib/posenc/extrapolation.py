@@ -1,0 +1,426 @@
+"""Length extrapolation experiments: tiny Transformers trained per scheme, task and seed, run on longer inputs.
+
+One experiment trains a :class:`posenc.TinyTransformer` for every position
+scheme, task and seed of an :class:`ExperimentConfig`, on inputs of
+``train_length`` data tokens, and measures its accuracy at
+``train_length * m`` for every multiplier ``m`` (1, 2 and 4 by default).
+Every run is seeded and deterministic (:func:`posenc.train_tiny`), so a run
+can be repeated alone and gives the same losses and accuracies, bit for bit,
+on the same machine and software.
+
+Two decisions fix what "trained length" means:
+
+* The model's ``max_len`` is the number of tokens of a training input,
+  ``task.seq_len(train_length)``. For ``"learned"`` that is the table size:
+  longer inputs cannot run, and are recorded as ``"cannot run"`` with the
+  error, never as accuracy 0. For ``"rope_pi"`` it is the trained length that
+  longer inputs are compressed into: the factor is ``n / max_len`` for an
+  input of ``n`` tokens, chosen when the input arrives
+  (:class:`posenc.schemes.RopePIScheme`).
+* ``"lookup"`` is built with ``max_length`` equal to the longest evaluation
+  length, so every evaluation length can be queried. Queries for positions
+  at or past ``train_length`` use query tokens that never occurred in
+  training.
+
+Results are a JSON document (see :func:`run_experiments`) with the full
+configuration, the software versions and the date. The command line
+(:mod:`posenc.experiments`) runs an experiment and writes that document::
+
+    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import multiprocessing
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ._checks import check_choice, check_nonnegative_int, check_positive_int, check_positive_number
+from .tasks import TASKS, Task, make_task
+from .tiny import TinyTransformer, position_schemes, tiny_accuracy, train_tiny
+
+#: Identifies the layout of the JSON document; bumped when it changes.
+SCHEMA = "posenc.experiments/1"
+
+#: The schemes of the book, in the order the chapter shows them.
+ALL_SCHEMES = ("none", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "rope_pi")
+
+#: Where the command writes by default, relative to the repository root.
+DEFAULT_OUT = Path("experiments.json")  # the book's recorded copy is posenc_book/data/experiments.json
+
+
+def _check_names(name: str, values: object, choices: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+        raise ValueError(f"{name} must be a non-empty list of names, got {values!r}")
+    for value in values:
+        check_choice(name, value, choices)
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} must not repeat a name, got {list(values)}")
+    return tuple(values)
+
+
+def _check_ints(name: str, values: object, check) -> tuple[int, ...]:
+    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+        raise ValueError(f"{name} must be a non-empty list of ints, got {values!r}")
+    for value in values:
+        check(name, value)
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} must not repeat a value, got {list(values)}")
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything that decides an experiment's results.
+
+    Runs are the product ``schemes x tasks x seeds``. The model is the tiny
+    Transformer of chapter 4 with ``num_heads=4`` (ALiBi's slopes need a few
+    heads: with 2 they are 1/16 and 1/256, too flat to single out a
+    neighbour), trained with :func:`posenc.train_tiny`.
+
+    Args:
+        schemes: Registered position schemes (:func:`posenc.position_schemes`).
+        tasks: Task names (``"reverse"``, ``"shift"``, ``"lookup"``), built
+            with their defaults (16 symbols; ``lookup`` with ``max_length``
+            the longest evaluation length).
+        seeds: Seeds, >= 0; a seed sets the initial weights and the batches.
+        steps: Optimizer steps per run.
+        train_length: Data tokens of every training input.
+        multipliers: Evaluation lengths as multiples of ``train_length``.
+        causal: Causal (decoder-style) attention; the default, as in the
+            ALiBi paper's language models.
+        dim: Model dimension.
+        num_heads: Attention heads.
+        num_layers: Transformer blocks.
+        batch_size: Training examples per step.
+        lr: Peak learning rate.
+        warmup: Warm-up steps.
+        num_examples: Evaluation examples per length.
+        eval_seed: Seed of the evaluation examples (differs from the
+            training seeds).
+
+    Raises:
+        ValueError: On an unknown scheme or task, a repeated or negative
+            seed, a non-positive size, or a non-positive learning rate.
+    """
+
+    schemes: tuple[str, ...] = ALL_SCHEMES
+    tasks: tuple[str, ...] = ("shift", "lookup")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    steps: int = 300
+    train_length: int = 16
+    multipliers: tuple[int, ...] = (1, 2, 4)
+    causal: bool = True
+    dim: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    batch_size: int = 64
+    lr: float = 1e-2
+    warmup: int = 20
+    num_examples: int = 512
+    eval_seed: int = 12345
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalise lists to tuples in place
+        set_(self, "schemes", _check_names("schemes", self.schemes, position_schemes()))
+        set_(self, "tasks", _check_names("tasks", self.tasks, tuple(TASKS)))
+        set_(self, "seeds", _check_ints("seeds", self.seeds, check_nonnegative_int))
+        set_(self, "multipliers", _check_ints("multipliers", self.multipliers, check_positive_int))
+        for name in ("steps", "train_length", "dim", "num_heads", "num_layers", "batch_size", "num_examples"):
+            check_positive_int(name, getattr(self, name))
+        check_nonnegative_int("warmup", self.warmup)
+        check_nonnegative_int("eval_seed", self.eval_seed)
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal must be True or False, got {self.causal!r}")
+        check_positive_number("lr", self.lr)
+        if self.dim % self.num_heads:
+            raise ValueError(f"dim must be divisible by num_heads, got dim={self.dim}, num_heads={self.num_heads}")
+
+    @property
+    def eval_lengths(self) -> tuple[int, ...]:
+        """Data tokens of the evaluation inputs, ``train_length * m`` per multiplier."""
+        return tuple(self.train_length * m for m in self.multipliers)
+
+    def to_dict(self) -> dict:
+        """The configuration as JSON-ready values (lists for tuples)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ExperimentConfig:
+        """The configuration saved by :meth:`to_dict`.
+
+        Raises:
+            ValueError: On a key that is not a field, or any invalid value.
+        """
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise ValueError(f"config has unknown key(s) {unknown}; fields are {sorted(fields)}")
+        return cls(**values)
+
+    def replace(self, **changes) -> ExperimentConfig:
+        """A copy with some fields changed, for example a subset of schemes and seeds."""
+        return dataclasses.replace(self, **changes)
+
+
+def build_task(config: ExperimentConfig, name: str) -> Task:
+    """The task ``name`` as the experiment uses it (``lookup`` can query every evaluation length)."""
+    check_choice("task", name, config.tasks)
+    if name == "lookup":
+        return make_task(name, max_length=max(config.eval_lengths + (config.train_length,)))
+    return make_task(name)
+
+
+def train_and_evaluate(
+    config: ExperimentConfig, scheme: str, task: str, seed: int
+) -> tuple[dict, TinyTransformer]:
+    """Train one model and evaluate it at every length of ``config``.
+
+    Args:
+        config: The experiment.
+        scheme: One of ``config.schemes``.
+        task: One of ``config.tasks``.
+        seed: One of ``config.seeds``.
+
+    Returns:
+        ``(record, model)``: the run's record as stored by
+        :func:`run_experiments`, and the trained model.
+
+    Raises:
+        ValueError: If ``scheme``, ``task`` or ``seed`` is not in ``config``.
+    """
+    check_choice("scheme", scheme, config.schemes)
+    if seed not in config.seeds:
+        raise ValueError(f"seed must be one of {list(config.seeds)}; got {seed!r}")
+    the_task = build_task(config, task)
+    max_len = the_task.seq_len(config.train_length)
+    model = TinyTransformer(
+        the_task.vocab_size, scheme=scheme, dim=config.dim, num_heads=config.num_heads,
+        num_layers=config.num_layers, max_len=max_len, causal=config.causal, seed=seed,
+    )
+    start = time.perf_counter()
+    losses = train_tiny(
+        model, the_task, steps=config.steps, length=config.train_length, batch_size=config.batch_size,
+        lr=config.lr, warmup=config.warmup, seed=seed,
+    )
+    seconds = time.perf_counter() - start
+    evaluations = []
+    for multiplier, length in zip(config.multipliers, config.eval_lengths, strict=True):
+        entry = {"multiplier": multiplier, "length": length, "seq_len": the_task.seq_len(length)}
+        try:
+            accuracy = tiny_accuracy(
+                model, the_task, length=length, num_examples=config.num_examples, seed=config.eval_seed
+            )
+            entry |= {"status": "ok", "accuracy": accuracy}
+        except IndexError as err:  # past a learned table
+            entry |= {"status": "cannot run", "accuracy": None, "reason": str(err)}
+        evaluations.append(entry)
+    record = {
+        "scheme": scheme,
+        "task": task,
+        "seed": seed,
+        "task_repr": repr(the_task),
+        "chance": the_task.chance,
+        "max_len": max_len,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "losses": losses[:: max(1, config.steps // 30)] + [losses[-1]],
+        "final_loss": losses[-1],
+        "evaluations": evaluations,
+        "train_seconds": round(seconds, 3),
+    }
+    return record, model
+
+
+def environment() -> dict:
+    """Software, machine and date of a run, as stored with the results."""
+    from . import __version__
+
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "posenc": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "threads": 1,
+    }
+
+
+def _progress(total: int, enabled: bool):
+    """A tqdm bar on stderr, or a stand-in that does nothing when tqdm is missing or ``enabled`` is false."""
+    if enabled:
+        try:
+            from tqdm.auto import tqdm
+
+            return tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+        except ImportError:
+            pass
+
+    class _Silent:
+        def update(self, n=1):
+            pass
+
+        def set_postfix_str(self, s):
+            pass
+
+        def close(self):
+            pass
+
+    return _Silent()
+
+
+def _run_job(config: ExperimentConfig, scheme: str, task: str, seed: int) -> dict:
+    return train_and_evaluate(config, scheme, task, seed)[0]
+
+
+def run_experiments(config: ExperimentConfig, *, progress: bool = False, jobs: int = 1) -> dict:
+    """Train and evaluate every run of ``config``.
+
+    Every run uses one CPU thread and depends only on the configuration, its
+    scheme, task and seed, so running several at once (``jobs``) changes
+    nothing in the results.
+
+    Args:
+        config: The experiment.
+        progress: Show a progress bar on stderr (tqdm).
+        jobs: Runs trained at the same time, each in its own process.
+
+    Returns:
+        A JSON-ready dict::
+
+            {"schema": "posenc.experiments/1",
+             "config": config.to_dict(),
+             "environment": {"date", "posenc", "torch", "python", "platform", ...},
+             "runs": [{"scheme", "task", "seed", "task_repr", "chance", "max_len",
+                       "parameters", "losses", "final_loss", "train_seconds",
+                       "evaluations": [{"multiplier", "length", "seq_len", "status",
+                                        "accuracy", ["reason"]}, ...]}, ...]}
+
+        ``status`` is ``"ok"`` or ``"cannot run"`` (then ``accuracy`` is
+        ``None`` and ``reason`` holds the error); ``losses`` is every
+        ``steps // 30``-th training loss and the last. Runs are ordered by
+        task, then scheme, then seed, whatever ``jobs`` is.
+
+    Raises:
+        ValueError: If ``config`` is not an :class:`ExperimentConfig` or
+            ``jobs`` is not an int >= 1.
+    """
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
+    check_positive_int("jobs", jobs)
+    pending_runs = [(scheme, task, seed) for task in config.tasks for scheme in config.schemes for seed in config.seeds]
+    bar = _progress(len(pending_runs), progress)
+    runs: dict[tuple, dict] = {}
+    try:
+        if jobs == 1:
+            for job in pending_runs:
+                bar.set_postfix_str(" ".join(map(str, job)))
+                runs[job] = _run_job(config, *job)
+                bar.update(1)
+        else:
+            context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+                futures = {pool.submit(_run_job, config, *job): job for job in pending_runs}
+                for future in as_completed(futures):
+                    runs[futures[future]] = future.result()
+                    bar.set_postfix_str(" ".join(map(str, futures[future])))
+                    bar.update(1)
+    finally:
+        bar.close()
+    return {
+        "schema": SCHEMA,
+        "config": config.to_dict(),
+        "environment": environment(),
+        "runs": [runs[job] for job in pending_runs],
+    }
+
+
+def load_experiments(path) -> dict:
+    """Read results written by :func:`run_experiments` (through the command line).
+
+    Args:
+        path: The JSON file, a ``str`` or ``pathlib.Path``.
+
+    Returns:
+        The document, with ``"config"`` checked by :class:`ExperimentConfig`.
+
+    Raises:
+        ValueError: If ``path`` is not a str or Path, or the file is not such
+            a document (not JSON, wrong ``schema``, missing keys, or an
+            invalid configuration).
+        FileNotFoundError: If there is no file at ``path``.
+    """
+    if not isinstance(path, (str, Path)):
+        raise ValueError(f"path must be a str or a Path, got {path!r} ({type(path).__name__})")
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not a posenc experiments file: not JSON ({err})") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        found = document.get("schema") if isinstance(document, dict) else type(document).__name__
+        raise ValueError(f"{path} is not a posenc experiments file: schema must be {SCHEMA!r}, got {found!r}")
+    missing = [key for key in ("config", "environment", "runs") if key not in document]
+    if missing:
+        raise ValueError(f"{path} lacks the key(s) {missing}")
+    ExperimentConfig.from_dict(document["config"])
+    return document
+
+
+def experiment_summary(results: dict) -> list[dict]:
+    """Mean and spread of the accuracy over seeds, per task, scheme and evaluation length.
+
+    Args:
+        results: A document from :func:`run_experiments` or
+            :func:`load_experiments`.
+
+    Returns:
+        One dict per (task, scheme, length), in the order of the
+        configuration: ``task``, ``scheme``, ``multiplier``, ``length``,
+        ``status`` (``"ok"`` if every seed ran, ``"cannot run"`` if none
+        did), ``n`` (seeds), ``accuracies`` (per seed, in seed order),
+        ``mean``, ``std`` (sample standard deviation, ``n - 1`` in the
+        denominator; 0 for one seed), ``min`` and ``max`` (``None`` when the
+        status is ``"cannot run"``).
+
+    Raises:
+        ValueError: If ``results`` is not such a document, or some seeds of
+            one cell ran and others did not.
+    """
+    if not isinstance(results, dict) or results.get("schema") != SCHEMA or "runs" not in results:
+        raise ValueError(f"results must be a document of schema {SCHEMA!r} with 'runs', got {type(results).__name__}")
+    config = ExperimentConfig.from_dict(results["config"])
+    by_key = {(r["task"], r["scheme"], r["seed"]): r for r in results["runs"]}
+    rows = []
+    for task in config.tasks:
+        for scheme in config.schemes:
+            runs = [by_key[(task, scheme, seed)] for seed in config.seeds if (task, scheme, seed) in by_key]
+            if not runs:
+                continue
+            for i, (multiplier, length) in enumerate(zip(config.multipliers, config.eval_lengths, strict=True)):
+                evals = [run["evaluations"][i] for run in runs]
+                statuses = {e["status"] for e in evals}
+                if len(statuses) > 1:
+                    raise ValueError(f"{task}/{scheme} at length {length}: some seeds ran and some did not")
+                row = {"task": task, "scheme": scheme, "multiplier": multiplier, "length": length,
+                       "status": statuses.pop(), "n": len(evals)}
+                if row["status"] == "ok":
+                    acc = torch.tensor([e["accuracy"] for e in evals], dtype=torch.float64)
+                    std = acc.std().item() if len(evals) > 1 else 0.0
+                    row |= {"accuracies": acc.tolist(), "mean": acc.mean().item(), "std": std,
+                            "min": acc.min().item(), "max": acc.max().item()}
+                else:
+                    row |= {"accuracies": [None] * len(evals), "mean": None, "std": None, "min": None, "max": None}
+                rows.append(row)
+    return rows

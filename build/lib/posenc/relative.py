@@ -1,0 +1,566 @@
+"""Relative position encodings: terms that depend on ``j - i`` and act on the attention scores.
+
+An absolute encoding gives every *token* a vector for its position. A relative
+encoding gives every *pair* (query ``i``, key ``j``) a term that depends only on
+their relative position, so attention is unchanged when every position moves
+by the same amount. Three schemes live here; ALiBi is in :mod:`posenc.alibi`.
+
+* Shaw et al. 2018: learned vectors for the clipped relative position, added
+  to the keys and the values inside attention (:class:`ShawRelativeAttention`).
+* Dai et al. 2019 (Transformer-XL): sinusoids of the distance, projected, plus
+  the global biases ``u`` and ``v`` (:class:`TransformerXLRelativeAttention`),
+  aligned with the rel-shift trick (:func:`rel_shift`).
+* Raffel et al. 2020 (T5): one learned scalar per head and per bucket of
+  relative positions (:func:`t5_relative_position_bucket`,
+  :class:`T5RelativeBias`).
+
+Conventions used throughout:
+
+* The relative position of key ``j`` seen from query ``i`` is ``r = j - i``
+  (key minus query): negative for keys in the past.
+* ``offset`` is the position of the first query when the keys sit at
+  positions ``0 .. k_len - 1``; with a KV cache or a memory of ``m`` earlier
+  tokens, ``offset = m = k_len - q_len``.
+* A *relative embedding table* for ``q_len`` queries and ``k_len`` keys has
+  ``q_len + k_len - 1`` rows, one per relative position
+  ``r = -(q_len - 1) - offset, ..., k_len - 1 - offset`` in increasing order
+  (:func:`relative_position_range`): every ``r`` that occurs, each once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_base, check_choice, check_nonnegative_int, check_positive_int
+from .attention import scaled_dot_product_attention
+from .sinusoidal import sinusoidal_encoding
+
+#: How :func:`relative_scores` and :func:`relative_values` pair queries with
+#: relative embeddings: ``"shift"`` multiplies by the table and aligns with
+#: :func:`rel_shift`; ``"materialize"`` builds the ``[q_len, k_len, d]`` tensor of
+#: per-pair vectors, as written in Shaw et al. 2018.
+METHODS = ("shift", "materialize")
+
+
+def _check_heads_fit(dim: int, num_heads: int) -> int:
+    check_positive_int("dim", dim)
+    check_positive_int("num_heads", num_heads)
+    if dim % num_heads:
+        raise ValueError(f"dim must be divisible by num_heads, got dim={dim}, num_heads={num_heads}")
+    return dim // num_heads
+
+
+def relative_positions(q_len: int, k_len: int, *, offset: int = 0, device=None) -> torch.Tensor:
+    """Relative position ``j - (offset + i)`` of every key ``j`` seen from every query ``i``.
+
+    Args:
+        q_len: Number of queries, >= 1; query ``i`` sits at position ``offset + i``.
+        k_len: Number of keys, >= 1; key ``j`` sits at position ``j``.
+        offset: Position of the first query, >= 0 (tokens already in a KV cache).
+        device: Device of the result.
+
+    Returns:
+        ``torch.long`` tensor ``[q_len, k_len]``, constant along every diagonal.
+
+    Raises:
+        ValueError: If a length is not an int >= 1 or ``offset`` is not an int >= 0.
+    """
+    check_positive_int("q_len", q_len)
+    check_positive_int("k_len", k_len)
+    check_nonnegative_int("offset", offset)
+    query = torch.arange(q_len, device=device).unsqueeze(-1) + offset  # [q, 1]
+    key = torch.arange(k_len, device=device)  # [k]
+    return key - query  # [q, k]
+
+
+def relative_position_range(q_len: int, k_len: int, *, offset: int = 0, device=None) -> torch.Tensor:
+    """Every relative position that occurs between ``q_len`` queries and ``k_len`` keys, ascending.
+
+    Row ``c`` of a relative embedding table belongs to relative position
+    ``c - (q_len - 1) - offset``, so that the pair ``(i, j)`` reads row
+    ``j - i + q_len - 1`` whatever the offset.
+
+    Args:
+        q_len: Number of queries, >= 1.
+        k_len: Number of keys, >= 1.
+        offset: Position of the first query, >= 0.
+        device: Device of the result.
+
+    Returns:
+        ``torch.long`` tensor ``[q_len + k_len - 1]`` running from
+        ``-(q_len - 1) - offset`` to ``k_len - 1 - offset``.
+
+    Raises:
+        ValueError: As :func:`relative_positions`.
+    """
+    check_positive_int("q_len", q_len)
+    check_positive_int("k_len", k_len)
+    check_nonnegative_int("offset", offset)
+    return torch.arange(q_len + k_len - 1, device=device) - (q_len - 1) - offset
+
+
+def rel_shift(x: torch.Tensor) -> torch.Tensor:
+    """Align scores against relative positions into scores against keys (Dai et al. 2019, appendix B).
+
+    ``x[..., i, c]`` holds query ``i`` against relative embedding row ``c``
+    (rows ordered as in :func:`relative_position_range`). The pair ``(i, j)``
+    needs row ``j - i + q_len - 1``: row ``i`` of the result is row ``i`` of
+    ``x`` moved left by ``q_len - 1 - i`` places. Instead of gathering with an
+    index tensor, one zero column is padded on the left and the buffer is read
+    back with a different row length, which moves each row by one place more
+    than the row below it.
+
+    Args:
+        x: ``[..., q_len, m]`` with ``m >= q_len``.
+
+    Returns:
+        ``[..., q_len, m - q_len + 1]`` (``k_len`` columns) with
+        ``out[..., i, j] = x[..., i, j - i + q_len - 1]``, exact for every entry.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dims, no rows, or fewer columns than rows.
+    """
+    if x.dim() < 2 or x.shape[-2] < 1 or x.shape[-1] < x.shape[-2]:
+        raise ValueError(
+            f"x must have shape [..., q_len, m] with 1 <= q_len <= m (m = q_len + k_len - 1), got {tuple(x.shape)}"
+        )
+    *lead, q_len, m = x.shape
+    padded = F.pad(x, (1, 0))  # [..., q, m + 1]: a zero column in front of every row
+    padded = padded.reshape(*lead, m + 1, q_len)  # the same buffer read with row length q
+    shifted = padded[..., 1:, :].reshape(*lead, q_len, m)  # drop q entries; row i now starts q - 1 - i later
+    return shifted[..., : m - q_len + 1]  # [..., q, k]
+
+
+def _rel_unshift(y: torch.Tensor) -> torch.Tensor:
+    """The transpose of :func:`rel_shift`: ``[..., q, k] -> [..., q, q + k - 1]``.
+
+    ``out[..., i, j - i + q - 1] = y[..., i, j]``; entries no pair maps to are 0.
+    """
+    *lead, q_len, k_len = y.shape
+    m = q_len + k_len - 1
+    flat = F.pad(y, (0, q_len - 1)).reshape(*lead, q_len * m)  # [..., q, m] -> [..., q * m]
+    flat = F.pad(flat, (q_len, 0))  # [..., q * (m + 1)]: put back the q entries rel_shift drops
+    return flat.reshape(*lead, q_len, m + 1)[..., 1:]  # [..., q, m + 1] -> drop the pad column
+
+
+def _pair_index(q_len: int, k_len: int, device) -> torch.Tensor:
+    return relative_positions(q_len, k_len, device=device) + (q_len - 1)  # [q, k], rows of the table
+
+
+def _check_table(name: str, table: torch.Tensor, rows: int, dim: int, dim_name: str) -> None:
+    if table.dim() < 2 or table.shape[-2] != rows or table.shape[-1] != dim:
+        raise ValueError(f"{name} has shape {tuple(table.shape)}, expected [..., {rows}, {dim}] ({dim_name})")
+
+
+def _check_lead(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    try:
+        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{name} has leading dims {tuple(b.shape[:-2])}, not broadcastable with {tuple(a.shape[:-2])}"
+        ) from None
+
+
+def relative_scores(q: torch.Tensor, rel_emb: torch.Tensor, *, method: str = "shift") -> torch.Tensor:
+    """Dot product of every query with the relative embedding of every pair.
+
+    ``out[..., i, j] = q[..., i, :] . rel_emb[..., j - i + q_len - 1, :]``: the
+    term ``x_i W^Q (a^K_ij)^T`` of Shaw et al. 2018, eq. (4), and terms (b) + (d)
+    of Dai et al. 2019, eq. (3).
+
+    Args:
+        q: Queries ``[..., q_len, d]``.
+        rel_emb: Relative embedding table ``[..., q_len + k_len - 1, d]``, rows
+            as in :func:`relative_position_range`; leading dims broadcast with ``q``'s.
+        method: ``"shift"`` computes ``q @ rel_emb^T`` (``[..., q_len, q_len + k_len - 1]``)
+            and aligns it with :func:`rel_shift`; ``"materialize"`` gathers the
+            ``[..., q_len, k_len, d]`` tensor of per-pair vectors first.
+
+    Returns:
+        ``[..., q_len, k_len]``, unscaled.
+
+    Raises:
+        ValueError: If the shapes do not fit or ``method`` is unknown.
+    """
+    check_choice("method", method, METHODS)
+    if q.dim() < 2 or q.shape[-2] < 1:
+        raise ValueError(f"q must have shape [..., q_len, d] with q_len >= 1, got {tuple(q.shape)}")
+    q_len, d = q.shape[-2:]
+    if rel_emb.dim() < 2 or rel_emb.shape[-2] < q_len or rel_emb.shape[-1] != d:
+        raise ValueError(
+            f"rel_emb has shape {tuple(rel_emb.shape)}, expected [..., q_len + k_len - 1, {d}] with "
+            f"at least q_len = {q_len} rows"
+        )
+    _check_lead("rel_emb", q, rel_emb)
+    k_len = rel_emb.shape[-2] - q_len + 1
+    if method == "shift":
+        return rel_shift(q @ rel_emb.transpose(-2, -1))  # [..., q, q + k - 1] -> [..., q, k]
+    emb = rel_emb[..., _pair_index(q_len, k_len, rel_emb.device), :]  # [..., q, k, d]
+    return torch.einsum("...id,...ijd->...ij", q, emb)
+
+
+def relative_values(weights: torch.Tensor, rel_emb: torch.Tensor, *, method: str = "shift") -> torch.Tensor:
+    """Attention-weighted sum of the relative embeddings of every pair.
+
+    ``out[..., i, :] = sum_j weights[..., i, j] * rel_emb[..., j - i + q_len - 1, :]``:
+    the term ``sum_j alpha_ij a^V_ij`` of Shaw et al. 2018, eq. (3).
+
+    Args:
+        weights: Attention weights ``[..., q_len, k_len]``.
+        rel_emb: Relative embedding table ``[..., q_len + k_len - 1, d_v]``.
+        method: ``"shift"`` spreads the weights over the table's rows with the
+            transpose of :func:`rel_shift` and multiplies once;
+            ``"materialize"`` gathers the ``[..., q_len, k_len, d_v]`` tensor first.
+
+    Returns:
+        ``[..., q_len, d_v]``.
+
+    Raises:
+        ValueError: If the shapes do not fit or ``method`` is unknown.
+    """
+    check_choice("method", method, METHODS)
+    if weights.dim() < 2 or weights.shape[-2] < 1 or weights.shape[-1] < 1:
+        raise ValueError(f"weights must have shape [..., q_len, k_len], got {tuple(weights.shape)}")
+    q_len, k_len = weights.shape[-2:]
+    if rel_emb.dim() < 2 or rel_emb.shape[-2] != q_len + k_len - 1:
+        raise ValueError(
+            f"rel_emb has shape {tuple(rel_emb.shape)}, expected [..., {q_len + k_len - 1}, d_v] "
+            f"(q_len + k_len - 1 rows for weights {tuple(weights.shape)})"
+        )
+    _check_lead("rel_emb", weights, rel_emb)
+    if method == "shift":
+        return _rel_unshift(weights) @ rel_emb  # [..., q, q + k - 1] @ [..., q + k - 1, d_v]
+    emb = rel_emb[..., _pair_index(q_len, k_len, rel_emb.device), :]  # [..., q, k, d_v]
+    return torch.einsum("...ij,...ijd->...id", weights, emb)
+
+
+def _project(module: nn.Module, x: torch.Tensor, memory: torch.Tensor | None):
+    """Check ``x`` and ``memory``, then project queries from ``x``, keys and values from both.
+
+    Returns ``(q [b, h, s, dh], k [b, h, t, dh], v [b, h, t, dh])`` with ``t = m + s``.
+    """
+    dim = module.dim
+    if x.dim() != 3 or x.shape[-1] != dim or x.shape[1] < 1:
+        raise ValueError(f"x must have shape [batch, seq_len, {dim}], got {tuple(x.shape)}")
+    if memory is not None and (memory.dim() != 3 or memory.shape[0] != x.shape[0] or memory.shape[-1] != dim):
+        raise ValueError(f"memory must have shape [{x.shape[0]}, mem_len, {dim}], got {tuple(memory.shape)}")
+    context = x if memory is None else torch.cat([memory, x], dim=1)  # [b, t, dim]
+    (b, s, _), t = x.shape, context.shape[1]
+    h, dh = module.num_heads, module.head_dim
+    q = module.q(x).view(b, s, h, dh).transpose(1, 2)  # [b, s, dim] -> [b, h, s, dh]
+    k, v = module.kv(context).view(b, t, 2, h, dh).permute(2, 0, 3, 1, 4).unbind(0)  # 2 x [b, h, t, dh]
+    return q, k, v
+
+
+class ShawRelativeAttention(nn.Module):
+    """Multi-head self-attention with clipped relative position embeddings on keys and values.
+
+    Shaw, Uszkoreit and Vaswani, "Self-Attention with Relative Position
+    Representations", 2018, equations (3)-(5)::
+
+        e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / sqrt(d_h)
+        z_i  = sum_j softmax_j(e_ij) (x_j W^V + a^V_ij)
+        a^K_ij = w^K[clip(j - i, -k, k)],   a^V_ij = w^V[clip(j - i, -k, k)]
+
+    with ``k = max_relative_position``: ``2k + 1`` learned vectors for keys and
+    as many for values, shared by all heads. The key term reaches
+    :func:`scaled_dot_product_attention` as its ``bias``; the value term is
+    added to its output.
+
+    Args:
+        dim: Model dimension, divisible by ``num_heads``.
+        num_heads: Number of heads, >= 1.
+        max_relative_position: Clipping distance ``k``, >= 0; relative positions
+            beyond ``+-k`` share the embedding of ``+-k``.
+        bias: Whether the projections have bias terms.
+        method: ``"shift"`` (default) or ``"materialize"``, see :func:`relative_scores`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 1,
+        *,
+        max_relative_position: int = 16,
+        bias: bool = True,
+        method: str = "shift",
+    ) -> None:
+        super().__init__()
+        self.head_dim = _check_heads_fit(dim, num_heads)
+        self.dim, self.num_heads = dim, num_heads
+        self.max_relative_position = check_nonnegative_int("max_relative_position", max_relative_position)
+        self.method = check_choice("method", method, METHODS)
+        self.q = nn.Linear(dim, dim, bias=bias)
+        self.kv = nn.Linear(dim, 2 * dim, bias=bias)
+        self.out = nn.Linear(dim, dim, bias=bias)
+        n = 2 * max_relative_position + 1
+        self.rel_k = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5)  # w^K_{-k..k}
+        self.rel_v = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5)  # w^V_{-k..k}
+
+    def extra_repr(self) -> str:
+        return (
+            f"dim={self.dim}, num_heads={self.num_heads}, max_relative_position={self.max_relative_position}, "
+            f"method={self.method!r}"
+        )
+
+    def relative_embeddings(self, q_len: int, k_len: int, *, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """The key and value tables for ``q_len`` queries and ``k_len`` keys.
+
+        Args:
+            q_len: Number of queries, >= 1.
+            k_len: Number of keys, >= 1.
+            offset: Position of the first query, >= 0.
+
+        Returns:
+            ``(a_k, a_v)``, each ``[q_len + k_len - 1, head_dim]``: row ``c`` is the
+            embedding of the clipped relative position ``c - (q_len - 1) - offset``.
+        """
+        k = self.max_relative_position
+        r = relative_position_range(q_len, k_len, offset=offset, device=self.rel_k.device)
+        index = r.clamp(-k, k) + k  # [q + k - 1] rows of w^K, w^V
+        return self.rel_k[index], self.rel_v[index]
+
+    def forward(
+        self, x: torch.Tensor, *, memory: torch.Tensor | None = None, causal: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend over the sequence (and over ``memory`` before it, if given).
+
+        Args:
+            x: ``[b, s, dim]``.
+            memory: Optional ``[b, m, dim]`` of earlier tokens; keys and values
+                come from ``cat(memory, x)`` and the queries sit at positions
+                ``m .. m + s - 1``.
+            causal: Mask keys after the query.
+
+        Returns:
+            ``(out [b, s, dim], weights [b, h, s, m + s])``.
+
+        Raises:
+            ValueError: If ``x`` or ``memory`` has the wrong shape.
+        """
+        q, k, v = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
+        (b, _, s, dh), t = q.shape, k.shape[2]
+        a_k, a_v = self.relative_embeddings(s, t, offset=t - s)  # [s + t - 1, dh] each
+        bias = relative_scores(q, a_k.to(q.dtype), method=self.method) / math.sqrt(dh)  # [b, h, s, t]
+        out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+        out = out + relative_values(weights, a_v.to(weights.dtype), method=self.method)  # [b, h, s, dh]
+        out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, dh] -> [b, s, dim]
+        return self.out(out), weights
+
+
+class TransformerXLRelativeAttention(nn.Module):
+    """Multi-head self-attention with Transformer-XL's relative positions.
+
+    Dai et al., "Transformer-XL: Attentive Language Models beyond a
+    Fixed-Length Context", 2019, equation (3) and appendix B. With
+    ``q_i = W_q x_i``, ``k_j = W_{k,E} x_j`` and ``R`` the sinusoidal encoding
+    of the distance ``i - j`` (:func:`posenc.sinusoidal_encoding`, no
+    learned table)::
+
+        A_ij = q_i.k_j + q_i.W_{k,R} R_{i-j} + u.k_j + v.W_{k,R} R_{i-j}
+             = (q_i + u).k_j + (q_i + v).W_{k,R} R_{i-j}
+
+    scaled by ``1 / sqrt(d_h)``. ``u`` and ``v`` are learned per head and do not
+    depend on the query's position. The second product is computed against
+    every distance at once and aligned with :func:`rel_shift`.
+
+    Args:
+        dim: Model dimension, even and divisible by ``num_heads``.
+        num_heads: Number of heads, >= 1.
+        base: Frequency base of the sinusoids.
+        method: ``"shift"`` (default) or ``"materialize"``, see :func:`relative_scores`.
+    """
+
+    def __init__(self, dim: int, num_heads: int = 1, *, base: float = 10000.0, method: str = "shift") -> None:
+        super().__init__()
+        self.head_dim = _check_heads_fit(dim, num_heads)
+        if dim % 2:
+            raise ValueError(f"dim must be even (sinusoids come in sin/cos pairs), got {dim}")
+        self.dim, self.num_heads = dim, num_heads
+        self.base = check_base("base", base)
+        self.method = check_choice("method", method, METHODS)
+        self.q = nn.Linear(dim, dim, bias=False)  # W_q
+        self.kv = nn.Linear(dim, 2 * dim, bias=False)  # W_{k,E} and W_v
+        self.r = nn.Linear(dim, dim, bias=False)  # W_{k,R}
+        self.u = nn.Parameter(torch.randn(num_heads, self.head_dim) * 0.02)
+        self.v = nn.Parameter(torch.randn(num_heads, self.head_dim) * 0.02)
+        self.out = nn.Linear(dim, dim, bias=False)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, num_heads={self.num_heads}, base={self.base:g}, method={self.method!r}"
+
+    def position_embeddings(
+        self, q_len: int, k_len: int, *, offset: int = 0, dtype: torch.dtype = torch.float32, device=None
+    ) -> torch.Tensor:
+        """The sinusoids ``R`` of every distance between the queries and the keys.
+
+        Args:
+            q_len: Number of queries, >= 1.
+            k_len: Number of keys, >= 1.
+            offset: Position of the first query, >= 0.
+            dtype: Floating dtype of the result.
+            device: Device of the result.
+
+        Returns:
+            ``[q_len + k_len - 1, dim]``: row ``c`` is ``R`` at the distance
+            ``i - j = -(c - (q_len - 1) - offset)``, laid out as in the
+            paper's code (all sines, then all cosines).
+        """
+        r = relative_position_range(q_len, k_len, offset=offset, device=device)  # j - i, ascending
+        return sinusoidal_encoding(-r, self.dim, base=self.base, layout="concat", dtype=dtype)
+
+    def forward(
+        self, x: torch.Tensor, *, memory: torch.Tensor | None = None, causal: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend over the segment ``x`` and the cached ``memory`` of the previous one.
+
+        Args:
+            x: ``[b, s, dim]``, the current segment.
+            memory: Optional ``[b, m, dim]`` hidden states of the previous
+                segment (detach them to stop gradients, as the paper does); the
+                queries sit at positions ``m .. m + s - 1``.
+            causal: Mask keys after the query.
+
+        Returns:
+            ``(out [b, s, dim], weights [b, h, s, m + s])``.
+
+        Raises:
+            ValueError: If ``x`` or ``memory`` has the wrong shape.
+        """
+        q, k, values = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
+        (b, h, s, dh), t = q.shape, k.shape[2]
+        rel = self.position_embeddings(s, t, offset=t - s, dtype=x.dtype, device=x.device)  # [s + t - 1, dim]
+        w_r = self.r(rel).view(-1, h, dh).transpose(0, 1)  # [s + t - 1, dim] -> [h, s + t - 1, dh]
+        bd = relative_scores(q + self.v.unsqueeze(1), w_r, method=self.method) / math.sqrt(dh)  # [b, h, s, t]
+        out, weights = scaled_dot_product_attention(q + self.u.unsqueeze(1), k, values, bias=bd, causal=causal)
+        out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, dh] -> [b, s, dim]
+        return self.out(out), weights
+
+
+def _check_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
+    """Validate T5's bucket arguments; return (buckets per direction, exact buckets)."""
+    check_positive_int("num_buckets", num_buckets)
+    check_positive_int("max_distance", max_distance)
+    per_side = num_buckets // 2 if bidirectional else num_buckets
+    least = 4 if bidirectional else 2
+    if per_side < 2:
+        raise ValueError(
+            f"num_buckets must be >= {least} with bidirectional={bidirectional} (each direction needs an exact "
+            f"bucket and a logarithmic one), got {num_buckets}"
+        )
+    exact = per_side // 2
+    if max_distance <= exact:
+        raise ValueError(
+            f"max_distance must be larger than the {exact} exact buckets (distances 0..{exact - 1}) that "
+            f"num_buckets={num_buckets} gives, got {max_distance}"
+        )
+    return per_side, exact
+
+
+def t5_relative_position_bucket(
+    relative_position,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> torch.Tensor:
+    """T5's bucket for each relative position (Raffel et al. 2020, section 2.1).
+
+    With ``n`` buckets per direction (``num_buckets // 2`` if bidirectional,
+    else ``num_buckets``) and ``e = n // 2``, a distance ``d`` gets
+
+    * bucket ``d`` if ``d < e`` (one bucket per distance),
+    * bucket ``e + floor(log(d / e) / log(max_distance / e) * (n - e))`` up to
+      ``n - 1`` otherwise: logarithmically wider buckets, and every distance
+      from ``max_distance`` on shares the last one.
+
+    Bidirectional: ``d = |r|`` and keys after the query (``r > 0``) use buckets
+    ``n .. 2n - 1``. Causal: ``d = max(-r, 0)``, so keys after the query share
+    bucket 0 with ``r = 0``. The logarithm is taken in float32 as in the Mesh
+    TensorFlow reference: distances where the ratio is exactly a bucket
+    boundary then land where the published models expect them.
+
+    Args:
+        relative_position: Integer tensor (or anything ``torch.as_tensor`` takes)
+            of ``r = key - query`` positions, any shape.
+        bidirectional: Encoder-style (both directions) or decoder-style (causal).
+        num_buckets: Number of buckets, >= 4 if bidirectional, else >= 2.
+        max_distance: Distance from which on all positions share a bucket;
+            larger than the ``e`` exact buckets.
+
+    Returns:
+        ``torch.long`` tensor of the same shape, values in ``[0, num_buckets)``.
+
+    Raises:
+        ValueError: If ``relative_position`` is not an integer tensor, or
+            ``num_buckets`` or ``max_distance`` is out of range.
+    """
+    per_side, exact = _check_buckets(bidirectional, num_buckets, max_distance)
+    r = torch.as_tensor(relative_position)
+    if r.dtype.is_floating_point or r.dtype.is_complex or r.dtype == torch.bool:
+        raise ValueError(f"relative_position must be an integer tensor, got dtype {r.dtype}")
+    r = r.long()
+    if bidirectional:
+        first = torch.where(r > 0, per_side, 0)  # keys after the query use the upper half
+        distance = r.abs()
+    else:
+        first = torch.zeros_like(r)
+        distance = (-r).clamp(min=0)
+    ratio = distance.clamp(min=exact).float() / exact  # >= 1, so the log is >= 0
+    log_bucket = torch.log(ratio) / math.log(max_distance / exact) * (per_side - exact)
+    far = (exact + log_bucket.long()).clamp(max=per_side - 1)
+    return first + torch.where(distance < exact, distance, far)
+
+
+class T5RelativeBias(nn.Module):
+    """T5's relative attention bias: one learned scalar per bucket and head.
+
+    Raffel et al. 2020, section 2.1. The bias for ``q_len`` queries and
+    ``k_len`` keys is ``table[bucket(j - i), h]``; pass it as ``bias`` to
+    :func:`posenc.scaled_dot_product_attention` or
+    :class:`posenc.MultiHeadSelfAttention`. (T5 itself shares one such table
+    across all layers and leaves out the ``1/sqrt(d)`` scaling.)
+
+    Args:
+        num_heads: Number of heads, >= 1.
+        bidirectional: Encoder-style (True) or decoder-style buckets.
+        num_buckets: Number of buckets (32 in T5).
+        max_distance: Distance from which on all positions share a bucket (128 in T5).
+    """
+
+    def __init__(
+        self, num_heads: int, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+    ) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        _check_buckets(bidirectional, num_buckets, max_distance)
+        self.bidirectional, self.num_buckets, self.max_distance = bidirectional, num_buckets, max_distance
+        self.embedding = nn.Embedding(num_buckets, num_heads)  # [buckets, h]
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, num_buckets={self.num_buckets}, "
+            f"max_distance={self.max_distance}"
+        )
+
+    def forward(self, q_len: int, k_len: int, *, offset: int = 0) -> torch.Tensor:
+        """The bias for ``q_len`` queries at ``offset ..`` and ``k_len`` keys at ``0 ..``.
+
+        Args:
+            q_len: Number of queries, >= 1.
+            k_len: Number of keys, >= 1.
+            offset: Position of the first query, >= 0 (``k_len - q_len`` when
+                decoding with a KV cache).
+
+        Returns:
+            ``[num_heads, q_len, k_len]``, in the dtype of the table.
+        """
+        rel = relative_positions(q_len, k_len, offset=offset, device=self.embedding.weight.device)  # [q, k]
+        buckets = t5_relative_position_bucket(
+            rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+        )
+        return self.embedding(buckets).permute(2, 0, 1)  # [q, k, h] -> [h, q, k]

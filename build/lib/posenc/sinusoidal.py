@@ -1,0 +1,215 @@
+"""Sinusoidal absolute position encoding (Vaswani et al. 2017, section 3.5).
+
+For a position ``p`` and pair index ``i`` in ``0 .. d/2 - 1``::
+
+    PE(p, 2i)     = sin(p * w_i)
+    PE(p, 2i + 1) = cos(p * w_i),      w_i = base ** (-2i / d)
+
+so the wavelengths ``2*pi / w_i`` run from ``2*pi`` (pair 0) up to
+``2*pi * base ** ((d - 2) / d)``, just under ``2*pi * base``.
+
+Angles are computed in float64 by default and only the result is rounded to
+the requested dtype: a float32 encoding is then correctly rounded even at
+position 10**6, where the usual float32 computation is off by about 0.06.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import (
+    LAYOUTS,
+    check_base,
+    check_choice,
+    check_even_dim,
+    check_nonnegative_int,
+    check_probability,
+    check_sequence_input,
+)
+
+
+def sinusoidal_frequencies(
+    dim: int, *, base: float = 10000.0, dtype: torch.dtype = torch.float64, device=None
+) -> torch.Tensor:
+    """Angular frequencies ``w_i = base ** (-2i / dim)`` of the sinusoidal encoding.
+
+    Args:
+        dim: Model dimension ``d``, even.
+        base: The constant 10000 of the paper; wavelengths grow up to ``2*pi*base``.
+        dtype: Floating dtype of the result. Computed as ``exp(-2i ln(base) / d)``.
+        device: Device of the result.
+
+    Returns:
+        Tensor of shape ``[dim // 2]``, decreasing from 1.
+
+    Raises:
+        ValueError: If ``dim`` is not a positive even int or ``base`` is not > 1.
+    """
+    check_even_dim("dim", dim)
+    base = check_base("base", base)
+    two_i = torch.arange(0, dim, 2, dtype=dtype, device=device)  # [d/2]
+    return torch.exp(two_i * (-math.log(base) / dim))
+
+
+def _angle_device(device: torch.device, angle_dtype: torch.dtype) -> torch.device:
+    # Apple's MPS has no float64: compute there on the CPU, move the result back.
+    if angle_dtype == torch.float64 and device.type == "mps":
+        return torch.device("cpu")
+    return device
+
+
+def sinusoidal_encoding(
+    positions,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    dtype: torch.dtype = torch.float32,
+    angle_dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """Sinusoidal encoding of arbitrary (integer or fractional) positions.
+
+    Vaswani et al., "Attention Is All You Need", 2017, section 3.5.
+
+    Args:
+        positions: Tensor (or anything ``torch.as_tensor`` takes) of any shape
+            holding integer or float positions.
+        dim: Model dimension ``d``, even.
+        base: Frequency base; 10000 in the paper.
+        layout: ``"interleaved"`` puts ``sin`` at channel ``2i`` and ``cos`` at
+            ``2i + 1`` (the paper's); ``"concat"`` puts all sines first, then
+            all cosines (tensor2tensor, fairseq).
+        dtype: Floating dtype of the result.
+        angle_dtype: Dtype in which the angles ``p * w_i`` are formed. The
+            default float64 makes float32 results exact to rounding; pass
+            ``torch.float32`` to reproduce the usual float32 computation.
+
+    Returns:
+        Tensor of shape ``[*positions.shape, dim]`` and dtype ``dtype``, on the
+        device of ``positions``.
+
+    Raises:
+        ValueError: If ``dim`` is odd or not positive, ``base`` is not > 1,
+            ``layout`` is unknown, or ``angle_dtype`` is not float32 or float64.
+    """
+    check_even_dim("dim", dim)
+    check_choice("layout", layout, LAYOUTS)
+    if angle_dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"angle_dtype must be torch.float32 or torch.float64, got {angle_dtype}")
+    if not isinstance(positions, torch.Tensor):
+        # Python numbers go straight to float64: torch.as_tensor would round floats to float32.
+        positions = torch.as_tensor(positions, dtype=torch.float64)
+    if positions.dtype.is_complex or positions.dtype == torch.bool:
+        raise ValueError(f"positions must hold real numbers, got dtype {positions.dtype}")
+    work = _angle_device(positions.device, angle_dtype)
+    inv_freq = sinusoidal_frequencies(dim, base=base, dtype=angle_dtype, device=work)  # [d/2]
+    angles = positions.to(work, angle_dtype).unsqueeze(-1) * inv_freq  # [*, d/2]
+    sin, cos = torch.sin(angles), torch.cos(angles)
+    if layout == "interleaved":
+        out = torch.stack((sin, cos), dim=-1).flatten(-2)  # [*, d/2, 2] -> [*, d]
+    else:
+        out = torch.cat((sin, cos), dim=-1)  # [*, d]
+    return out.to(device=positions.device, dtype=dtype)
+
+
+def sinusoidal_table(
+    num_positions: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    dtype: torch.dtype = torch.float32,
+    device=None,
+) -> torch.Tensor:
+    """The encodings of positions ``0 .. num_positions - 1`` as one table.
+
+    Args:
+        num_positions: Number of rows, >= 0.
+        dim: Model dimension, even.
+        base: Frequency base.
+        layout: ``"interleaved"`` or ``"concat"``, as in :func:`sinusoidal_encoding`.
+        dtype: Floating dtype of the table.
+        device: Device of the table.
+
+    Returns:
+        Tensor of shape ``[num_positions, dim]``.
+
+    Raises:
+        ValueError: If ``num_positions`` is negative or not an int, or on any
+            error of :func:`sinusoidal_encoding`.
+    """
+    check_nonnegative_int("num_positions", num_positions)
+    positions = torch.arange(num_positions, device=device)  # [n]
+    return sinusoidal_encoding(positions, dim, base=base, layout=layout, dtype=dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the sinusoidal encoding to a batch of embeddings, then dropout.
+
+    Vaswani et al. 2017, section 3.5. Holds no parameters: the table is a
+    non-persistent buffer (not saved in ``state_dict``) that moves with
+    ``.to()`` and grows on demand, so there is no maximum length.
+
+    Args:
+        dim: Model dimension, even.
+        base: Frequency base.
+        layout: ``"interleaved"`` or ``"concat"``.
+        dropout: Dropout probability applied after the addition, in [0, 1).
+        initial_len: Rows computed up front; the table doubles when a longer
+            input arrives.
+    """
+
+    table: torch.Tensor
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+        dropout: float = 0.0,
+        initial_len: int = 512,
+    ) -> None:
+        super().__init__()
+        self.dim = check_even_dim("dim", dim)
+        self.base = check_base("base", base)
+        self.layout = check_choice("layout", layout, LAYOUTS)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        check_nonnegative_int("initial_len", initial_len)
+        table = sinusoidal_table(initial_len, dim, base=self.base, layout=layout)  # [n, d]
+        self.register_buffer("table", table, persistent=False)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}"
+
+    def _ensure(self, length: int) -> None:
+        if length > self.table.shape[0]:
+            new_len = max(length, 2 * self.table.shape[0])
+            self.table = sinusoidal_table(
+                new_len, self.dim, base=self.base, layout=self.layout, device=self.table.device
+            )
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Add the encodings of positions ``offset .. offset + s - 1``.
+
+        Args:
+            x: Embeddings of shape ``[..., s, dim]`` (batch first: ``[b, s, dim]``).
+            offset: Position of the first token (for example the number of
+                tokens already in a KV cache), >= 0.
+
+        Returns:
+            ``dropout(x + PE[offset : offset + s])``, same shape and dtype as ``x``.
+
+        Raises:
+            ValueError: If ``x`` has fewer than 2 dims, its last dim is not
+                ``dim``, or ``offset`` is negative.
+        """
+        check_sequence_input(x, self.dim)
+        check_nonnegative_int("offset", offset)
+        seq_len = x.shape[-2]
+        self._ensure(offset + seq_len)
+        pe = self.table[offset : offset + seq_len].to(device=x.device, dtype=x.dtype)  # [s, d]
+        return self.dropout(x + pe)

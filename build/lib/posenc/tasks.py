@@ -1,0 +1,203 @@
+"""Synthetic order-sensitive tasks for the tiny Transformer.
+
+Each task draws random sequences of ``num_symbols`` data tokens from a
+``torch.Generator`` and says, per position, which token the model must output.
+The answer depends on where tokens stand, not only on which tokens occur, so a
+model that cannot see positions cannot solve them. Any length can be drawn, so
+a model trained on one length can be tested on two or four times that length.
+
+* ``"reverse"``: output the sequence backwards; position ``i`` answers with
+  the token at ``n - 1 - i``.
+* ``"shift"``: copy with an offset; position ``i`` answers with the token at
+  ``i - shift`` (the first ``shift`` positions have no answer).
+* ``"lookup"``: the token at a queried position. The data is followed by
+  query tokens, each naming a position ``p``; the answer at a query is the
+  token at ``p``.
+
+Targets hold ``IGNORE`` (-100) where there is nothing to predict, the value
+``torch.nn.functional.cross_entropy`` skips by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import check_choice, check_nonnegative_int, check_positive_int
+
+#: Target value for positions without an answer (cross_entropy's ignore_index).
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class TaskBatch:
+    """One batch of a task.
+
+    Attributes:
+        inputs: Token ids ``[b, s]``, ``torch.long``.
+        targets: Answers ``[b, s]``, ``torch.long``; ``IGNORE`` (-100) where
+            there is none.
+    """
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+
+class Task:
+    """A synthetic task: draws batches of token sequences and their answers.
+
+    Args:
+        num_symbols: Number of data tokens, ids ``0 .. num_symbols - 1``, >= 2.
+
+    Attributes:
+        name: The task's name in :func:`make_task`.
+        vocab_size: Number of token ids the inputs use.
+        chance: Accuracy of guessing a data token uniformly at random,
+            ``1 / num_symbols``.
+    """
+
+    name = "task"
+
+    def __init__(self, num_symbols: int = 16) -> None:
+        check_positive_int("num_symbols", num_symbols)
+        if num_symbols < 2:
+            raise ValueError(f"num_symbols must be >= 2, got {num_symbols}")
+        self.num_symbols = num_symbols
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols
+
+    @property
+    def chance(self) -> float:
+        return 1.0 / self.num_symbols
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_symbols={self.num_symbols})"
+
+    def seq_len(self, length: int) -> int:
+        """Number of input tokens of an example with ``length`` data tokens."""
+        return length
+
+    def _data(self, batch_size: int, length: int, generator: torch.Generator | None) -> torch.Tensor:
+        check_positive_int("batch_size", batch_size)
+        check_positive_int("length", length)
+        return torch.randint(self.num_symbols, (batch_size, length), generator=generator)  # [b, n]
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
+        """Draw ``batch_size`` examples with ``length`` data tokens each.
+
+        Args:
+            batch_size: Number of examples, >= 1.
+            length: Number of data tokens per example, >= 1 (the input may be
+                longer, see ``seq_len``).
+            generator: Source of randomness; the same seed gives the same batch.
+
+        Returns:
+            A :class:`TaskBatch` of ``[batch_size, seq_len(length)]`` tensors.
+        """
+        raise NotImplementedError
+
+
+class ReverseTask(Task):
+    """Output the sequence backwards: the answer at position ``i`` is ``x[n - 1 - i]``."""
+
+    name = "reverse"
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
+        x = self._data(batch_size, length, generator)  # [b, n]
+        return TaskBatch(x, x.flip(-1))
+
+
+class ShiftTask(Task):
+    """Copy with an offset: the answer at position ``i`` is ``x[i - shift]``.
+
+    Args:
+        num_symbols: Number of data tokens.
+        shift: Offset, >= 0; positions ``0 .. shift - 1`` have no answer.
+    """
+
+    name = "shift"
+
+    def __init__(self, num_symbols: int = 16, shift: int = 2) -> None:
+        super().__init__(num_symbols)
+        self.shift = check_nonnegative_int("shift", shift)
+
+    def __repr__(self) -> str:
+        return f"ShiftTask(num_symbols={self.num_symbols}, shift={self.shift})"
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
+        if length <= self.shift:
+            raise ValueError(f"length must be > shift = {self.shift}, got {length}")
+        x = self._data(batch_size, length, generator)  # [b, n]
+        targets = torch.full_like(x, IGNORE)
+        targets[:, self.shift :] = x[:, : length - self.shift]
+        return TaskBatch(x, targets)
+
+
+class LookupTask(Task):
+    """The token at a queried position.
+
+    The input is ``length`` data tokens followed by ``num_queries`` query
+    tokens. Query token ``num_symbols + p`` asks for the data token at
+    position ``p``; the answer at each query is that token, and the data
+    positions have no answer.
+
+    Args:
+        num_symbols: Number of data tokens.
+        num_queries: Queries per example, >= 1.
+        max_length: Largest ``length`` that can be queried: there is one query
+            token per position ``0 .. max_length - 1``.
+    """
+
+    name = "lookup"
+
+    def __init__(self, num_symbols: int = 16, num_queries: int = 4, max_length: int = 64) -> None:
+        super().__init__(num_symbols)
+        self.num_queries = check_positive_int("num_queries", num_queries)
+        self.max_length = check_positive_int("max_length", max_length)
+
+    def __repr__(self) -> str:
+        return (
+            f"LookupTask(num_symbols={self.num_symbols}, num_queries={self.num_queries}, "
+            f"max_length={self.max_length})"
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols + self.max_length
+
+    def seq_len(self, length: int) -> int:
+        return length + self.num_queries
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
+        x = self._data(batch_size, length, generator)  # [b, n]
+        if length > self.max_length:
+            raise ValueError(f"length must be <= max_length = {self.max_length}, got {length}")
+        where = torch.randint(length, (batch_size, self.num_queries), generator=generator)  # [b, m]
+        inputs = torch.cat([x, where + self.num_symbols], dim=1)  # [b, n + m]
+        targets = torch.cat([torch.full_like(x, IGNORE), x.gather(1, where)], dim=1)  # [b, n + m]
+        return TaskBatch(inputs, targets)
+
+
+#: The tasks by name.
+TASKS: dict[str, type[Task]] = {t.name: t for t in (ReverseTask, ShiftTask, LookupTask)}
+
+
+def make_task(name: str, **options) -> Task:
+    """Build a task by name.
+
+    Args:
+        name: ``"reverse"``, ``"shift"`` or ``"lookup"``.
+        **options: Passed to the task's constructor (``num_symbols``,
+            ``shift``, ``num_queries``, ``max_length``).
+
+    Returns:
+        The :class:`Task`.
+
+    Raises:
+        ValueError: If ``name`` is not a known task.
+    """
+    check_choice("task", name, tuple(TASKS))
+    return TASKS[name](**options)
