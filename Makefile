@@ -90,7 +90,8 @@ nbval-elsewhere: $(VENV)/.test
 	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
 	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
 	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(notdir $(CHAPTERS))
-	cd $(ELSEWHERE) && PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site \
+	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
+	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
 	  $(abspath $(PY)) -m pytest -q --nbval-lax -p no:cacheprovider --rootdir . 09_gpu_timing.ipynb
 
 # Every requirements file resolves from the public package index alone.
