@@ -4,10 +4,13 @@ import ast
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -197,13 +200,30 @@ def test_make_refuses_a_python_older_than_3_11(tmp_path):
     assert not (tmp_path / "venv").exists()
 
 
-def test_jupyterlab_is_a_readers_command():
+def test_jupyterlab_starts_from_the_environment(tmp_path):
     scripts = Path(sysconfig.get_path("scripts"))
     assert (scripts / "jupyter-lab").exists(), "requirements.txt must install JupyterLab"
-    env = {**os.environ, "JUPYTER_PLATFORM_DIRS": "1"}
-    proc = subprocess.run([str(scripts / "jupyter"), "lab", "--version"], capture_output=True, text=True, env=env)
-    assert proc.returncode == 0 and re.fullmatch(r"4\.\d+\.\d+", proc.stdout.strip())
     assert "lab:" in (ROOT / "Makefile").read_text()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    cmd = [str(scripts / "jupyter"), "lab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
+           "--IdentityProvider.token=check", f"--ServerApp.root_dir={ROOT / 'book'}"]
+    server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, status = time.monotonic() + 60, None
+        while time.monotonic() < deadline and status != 200:
+            time.sleep(0.5)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token=check", timeout=5) as response:
+                    status = response.status
+            except OSError:
+                assert server.poll() is None, "jupyter lab exited"
+        assert status == 200, "JupyterLab did not serve /lab within a minute"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def test_data_is_found_through_the_package_from_any_directory(tmp_path):
