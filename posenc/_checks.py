@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-LAYOUTS = ("interleaved", "concat")
+import torch
+
+#: Dtypes in which angles may be formed: anything coarser loses the position.
+ANGLE_DTYPES = (torch.float32, torch.float64)
 
 
 def check_positive_int(name: str, value: object) -> int:
@@ -74,6 +77,7 @@ def check_sequence_input(x, dim: int) -> None:
     if x.dim() < 2 or x.shape[-1] != dim:
         raise ValueError(f"x must have shape [..., seq_len, {dim}] (last dim = dim = {dim}), got {tuple(x.shape)}")
 
+
 def check_positive_number(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -82,3 +86,46 @@ def check_positive_number(name: str, value: object) -> float:
     if not math.isfinite(value) or value <= 0.0:
         raise ValueError(f"{name} must be a finite number > 0, got {value}")
     return value
+
+
+def check_number(name: str, value: object, *, minimum: float, inclusive: bool) -> float:
+    """Return ``value`` as a float if it is a finite number above ``minimum`` (or equal, if ``inclusive``)."""
+    bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+        raise ValueError(f"{name} must be a finite number {bound}, got {value}")
+    return value
+
+
+def check_heads(dim: object, num_heads: object) -> int:
+    """Return the head dimension ``dim // num_heads``, or raise unless the heads divide ``dim``."""
+    check_positive_int("dim", dim)
+    check_positive_int("num_heads", num_heads)
+    if dim % num_heads:
+        raise ValueError(f"dim must be divisible by num_heads, got dim={dim}, num_heads={num_heads}")
+    return dim // num_heads
+
+
+def check_real(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """Return ``tensor`` unless it holds booleans or complex numbers (positions, angles)."""
+    if tensor.dtype.is_complex or tensor.dtype == torch.bool:
+        raise ValueError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    return tensor
+
+
+def check_angle_dtype(angle_dtype: object) -> torch.dtype:
+    """Return ``angle_dtype`` if it is float32 or float64, the dtypes angles may be formed in."""
+    if angle_dtype not in ANGLE_DTYPES:
+        raise ValueError(
+            f"angle_dtype must be torch.float32 or torch.float64 (angles need at least float32), got {angle_dtype}"
+        )
+    return angle_dtype  # type: ignore[return-value]
+
+
+def angle_device(device: torch.device, angle_dtype: torch.dtype) -> torch.device:
+    """Where angles are formed: on the input's device, or the CPU where it has no float64 (MPS)."""
+    if angle_dtype == torch.float64 and device.type == "mps":
+        return torch.device("cpu")
+    return device

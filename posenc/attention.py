@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_positive_int
+from ._checks import check_heads
 
 
 def _shape_error(name: str, got, want: str) -> ValueError:
@@ -99,11 +99,7 @@ class MultiHeadSelfAttention(nn.Module):
 
     def __init__(self, dim: int, num_heads: int = 1, *, bias: bool = True) -> None:
         super().__init__()
-        check_positive_int("dim", dim)
-        check_positive_int("num_heads", num_heads)
-        if dim % num_heads:
-            raise ValueError(f"dim must be divisible by num_heads, got dim={dim}, num_heads={num_heads}")
-        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, check_heads(dim, num_heads)
         self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
         self.out = nn.Linear(dim, dim, bias=bias)
 

@@ -19,14 +19,19 @@ import torch
 
 from ._checks import check_choice, check_even_dim
 
+#: Layouts of the sinusoidal encoding: the paper's, and tensor2tensor's and fairseq's.
+SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
+#: Layouts of the rotary pairs: GPT-NeoX's and Hugging Face LLaMA's, and RoFormer's, GPT-J's and Meta's.
+ROPE_LAYOUTS = ("half", "interleaved")
 #: Layout names accepted wherever pairs are laid out; ``"half"`` is rotary's
 #: name for ``"concat"``.
 PAIR_LAYOUTS = ("interleaved", "concat", "half")
 
 
-def _canonical(name: str, value: str) -> str:
+def canonical(name: str, value: object) -> str:
+    """``value`` checked against :data:`PAIR_LAYOUTS`, with rotary's ``"half"`` read as ``"concat"``."""
     check_choice(name, value, PAIR_LAYOUTS)
-    return "concat" if value == "half" else value
+    return "concat" if value == "half" else value  # type: ignore[return-value]
 
 
 def layout_permutation(dim: int, *, src: str = "interleaved", dst: str = "concat") -> torch.Tensor:
@@ -48,7 +53,7 @@ def layout_permutation(dim: int, *, src: str = "interleaved", dst: str = "concat
         ValueError: If ``dim`` is not a positive even int or a layout is unknown.
     """
     check_even_dim("dim", dim)
-    src, dst = _canonical("src", src), _canonical("dst", dst)
+    src, dst = canonical("src", src), canonical("dst", dst)
     if src == dst:
         return torch.arange(dim)
     half = dim // 2

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import LAYOUTS, check_choice, check_even_dim
+from ._checks import check_choice, check_even_dim, check_real
+from .layout import SINUSOIDAL_LAYOUTS
 from .sinusoidal import sinusoidal_frequencies
 
 
 def _real_tensor(name: str, value, dtype: torch.dtype) -> torch.Tensor:
     tensor = torch.as_tensor(value)
-    if tensor.dtype.is_complex or tensor.dtype == torch.bool:
-        raise ValueError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    check_real(name, tensor)
     if not isinstance(value, torch.Tensor):
         tensor = torch.as_tensor(value, dtype=dtype)  # Python floats straight to dtype, not via float32
     return tensor.to(dtype)
@@ -72,7 +72,7 @@ def sinusoidal_offset_matrix(
             ``layout`` is unknown or ``k`` is complex or boolean.
     """
     check_even_dim("dim", dim)
-    check_choice("layout", layout, LAYOUTS)
+    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
     k = _real_tensor("k", k, torch.float64)
     inv_freq = sinusoidal_frequencies(dim, base=base, device=k.device)  # [d/2]
     angles = k.unsqueeze(-1) * inv_freq  # [*k, d/2]

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_base, check_choice, check_nonnegative_int, check_positive_int
+from ._checks import check_base, check_choice, check_heads, check_nonnegative_int, check_positive_int
 from .attention import scaled_dot_product_attention
 from .sinusoidal import sinusoidal_encoding
 
@@ -46,12 +46,40 @@ from .sinusoidal import sinusoidal_encoding
 METHODS = ("shift", "materialize")
 
 
-def _check_heads_fit(dim: int, num_heads: int) -> int:
-    check_positive_int("dim", dim)
-    check_positive_int("num_heads", num_heads)
-    if dim % num_heads:
-        raise ValueError(f"dim must be divisible by num_heads, got dim={dim}, num_heads={num_heads}")
-    return dim // num_heads
+class ShawRelativeEmbeddings(nn.Module):
+    """Shaw et al.'s clipped relative embeddings ``w^K``, ``w^V``: ``2k + 1`` vectors each.
+
+    Relative position ``r = j - i`` (key minus query) reads row ``clip(r, -k, k) + k``;
+    positions beyond ``+-k`` share the embedding of ``+-k``. Shared by all heads.
+    :class:`ShawRelativeAttention` and the tiny Transformer's Shaw scheme both hold one.
+
+    Args:
+        head_dim: Size of each embedding, >= 1.
+        max_relative_position: Clipping distance ``k``, >= 0.
+    """
+
+    def __init__(self, head_dim: int, max_relative_position: int = 16) -> None:
+        super().__init__()
+        self.head_dim = check_positive_int("head_dim", head_dim)
+        self.max_relative_position = check_nonnegative_int("max_relative_position", max_relative_position)
+        n = 2 * max_relative_position + 1
+        self.rel_k = nn.Parameter(torch.randn(n, head_dim) * head_dim**-0.5)  # w^K_{-k..k}
+        self.rel_v = nn.Parameter(torch.randn(n, head_dim) * head_dim**-0.5)  # w^V_{-k..k}
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, max_relative_position={self.max_relative_position}"
+
+    def tables(self, q_len: int, k_len: int, *, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """The key and value tables for ``q_len`` queries, the first at position ``offset``, and ``k_len`` keys.
+
+        Returns:
+            ``(a_k, a_v)``, each ``[q_len + k_len - 1, head_dim]``: row ``c`` is the
+            embedding of the clipped relative position ``c - (q_len - 1) - offset``.
+        """
+        k = self.max_relative_position
+        r = relative_position_range(q_len, k_len, offset=offset, device=self.rel_k.device)
+        index = r.clamp(-k, k) + k  # [q + k - 1] rows of w^K, w^V
+        return self.rel_k[index], self.rel_v[index]
 
 
 def relative_positions(q_len: int, k_len: int, *, offset: int = 0, device=None) -> torch.Tensor:
@@ -290,16 +318,24 @@ class ShawRelativeAttention(nn.Module):
         method: str = "shift",
     ) -> None:
         super().__init__()
-        self.head_dim = _check_heads_fit(dim, num_heads)
+        self.head_dim = check_heads(dim, num_heads)
         self.dim, self.num_heads = dim, num_heads
         self.max_relative_position = check_nonnegative_int("max_relative_position", max_relative_position)
         self.method = check_choice("method", method, METHODS)
         self.q = nn.Linear(dim, dim, bias=bias)
         self.kv = nn.Linear(dim, 2 * dim, bias=bias)
         self.out = nn.Linear(dim, dim, bias=bias)
-        n = 2 * max_relative_position + 1
-        self.rel_k = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5)  # w^K_{-k..k}
-        self.rel_v = nn.Parameter(torch.randn(n, self.head_dim) * self.head_dim**-0.5)  # w^V_{-k..k}
+        self.relative = ShawRelativeEmbeddings(self.head_dim, max_relative_position)  # w^K, w^V
+
+    @property
+    def rel_k(self) -> nn.Parameter:
+        """``w^K``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
+        return self.relative.rel_k
+
+    @property
+    def rel_v(self) -> nn.Parameter:
+        """``w^V``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
+        return self.relative.rel_v
 
     def extra_repr(self) -> str:
         return (
@@ -319,10 +355,7 @@ class ShawRelativeAttention(nn.Module):
             ``(a_k, a_v)``, each ``[q_len + k_len - 1, head_dim]``: row ``c`` is the
             embedding of the clipped relative position ``c - (q_len - 1) - offset``.
         """
-        k = self.max_relative_position
-        r = relative_position_range(q_len, k_len, offset=offset, device=self.rel_k.device)
-        index = r.clamp(-k, k) + k  # [q + k - 1] rows of w^K, w^V
-        return self.rel_k[index], self.rel_v[index]
+        return self.relative.tables(q_len, k_len, offset=offset)
 
     def forward(
         self, x: torch.Tensor, *, memory: torch.Tensor | None = None, causal: bool = False
@@ -377,7 +410,7 @@ class TransformerXLRelativeAttention(nn.Module):
 
     def __init__(self, dim: int, num_heads: int = 1, *, base: float = 10000.0, method: str = "shift") -> None:
         super().__init__()
-        self.head_dim = _check_heads_fit(dim, num_heads)
+        self.head_dim = check_heads(dim, num_heads)
         if dim % 2:
             raise ValueError(f"dim must be even (sinusoids come in sin/cos pairs), got {dim}")
         self.dim, self.num_heads = dim, num_heads

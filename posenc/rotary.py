@@ -54,12 +54,19 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from ._checks import check_base, check_choice, check_even_dim, check_nonnegative_int, check_positive_int
-from .layout import layout_permutation
-from .sinusoidal import _angle_device, sinusoidal_frequencies
-
-#: Channel layouts of the rotation pairs.
-ROPE_LAYOUTS = ("half", "interleaved")
+from ._checks import (
+    angle_device,
+    check_angle_dtype,
+    check_base,
+    check_choice,
+    check_even_dim,
+    check_nonnegative_int,
+    check_number,
+    check_positive_int,
+    check_real,
+)
+from .layout import ROPE_LAYOUTS, layout_permutation
+from .sinusoidal import sinusoidal_frequencies
 
 #: Values of ``scaling["rope_type"]``, in Hugging Face's vocabulary.
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3")
@@ -78,31 +85,11 @@ _REQUIRED = {
 _OPTIONAL = {
     "yarn": ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
 }
-_ANGLE_DTYPES = (torch.float32, torch.float64)
 
 
 # ---------------------------------------------------------------------------
 # Argument checks specific to the scaling dictionary
 # ---------------------------------------------------------------------------
-
-
-def _check_number(name: str, value: object, *, minimum: float, inclusive: bool) -> float:
-    """Return ``value`` as a float if it is a finite number above ``minimum``."""
-    bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
-        raise ValueError(f"{name} must be a finite number {bound}, got {value}")
-    return value
-
-
-def _check_angle_dtype(angle_dtype: torch.dtype) -> torch.dtype:
-    if angle_dtype not in _ANGLE_DTYPES:
-        raise ValueError(
-            f"angle_dtype must be torch.float32 or torch.float64 (angles need at least float32), got {angle_dtype}"
-        )
-    return angle_dtype
 
 
 def _parse_scaling(scaling: Mapping | None, base: float) -> dict:
@@ -135,12 +122,12 @@ def _parse_scaling(scaling: Mapping | None, base: float) -> dict:
             f"scaling['rope_theta'] = {params['rope_theta']!r} disagrees with base = {base:g}; pass the same value"
         )
     if "factor" in params:
-        params["factor"] = _check_number("scaling['factor']", params["factor"], minimum=1.0, inclusive=True)
+        params["factor"] = check_number("scaling['factor']", params["factor"], minimum=1.0, inclusive=True)
     if "original_max_position_embeddings" in params:
         check_positive_int("scaling['original_max_position_embeddings']", params["original_max_position_embeddings"])
     if rope_type == "llama3":
-        low = _check_number("scaling['low_freq_factor']", params["low_freq_factor"], minimum=0.0, inclusive=False)
-        high = _check_number("scaling['high_freq_factor']", params["high_freq_factor"], minimum=0.0, inclusive=False)
+        low = check_number("scaling['low_freq_factor']", params["low_freq_factor"], minimum=0.0, inclusive=False)
+        high = check_number("scaling['high_freq_factor']", params["high_freq_factor"], minimum=0.0, inclusive=False)
         if high <= low:
             raise ValueError(
                 f"scaling['high_freq_factor'] must be > scaling['low_freq_factor'], got high_freq_factor={high:g} "
@@ -149,7 +136,7 @@ def _parse_scaling(scaling: Mapping | None, base: float) -> dict:
     if rope_type == "yarn":
         for key in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim"):
             if params.get(key) is not None:
-                params[key] = _check_number(f"scaling[{key!r}]", params[key], minimum=0.0, inclusive=False)
+                params[key] = check_number(f"scaling[{key!r}]", params[key], minimum=0.0, inclusive=False)
         beta_fast, beta_slow = params.get("beta_fast") or 32.0, params.get("beta_slow") or 1.0
         if beta_fast <= beta_slow:
             raise ValueError(
@@ -193,7 +180,7 @@ def ntk_scaled_base(base: float, factor: float, head_dim: int) -> float:
             ``head_dim`` is not an even int >= 4.
     """
     base = check_base("base", base)
-    factor = _check_number("factor", factor, minimum=1.0, inclusive=True)
+    factor = check_number("factor", factor, minimum=1.0, inclusive=True)
     _check_ntk_dim(head_dim)
     return base * factor ** (head_dim / (head_dim - 2))
 
@@ -295,7 +282,7 @@ def rope_inv_freq(
     base = check_base("base", base)
     params = _parse_scaling(scaling, base)
     rope_type = params["rope_type"]
-    work = _angle_device(torch.device(device) if device is not None else torch.device("cpu"), torch.float64)
+    work = angle_device(torch.device(device) if device is not None else torch.device("cpu"), torch.float64)
     attention_factor = 1.0
 
     if rope_type == "dynamic":
@@ -303,7 +290,7 @@ def rope_inv_freq(
         original, factor = params["original_max_position_embeddings"], params["factor"]
         length = original
         if seq_len is not None:
-            length = max(_check_number("seq_len", seq_len, minimum=0.0, inclusive=False), original)
+            length = max(check_number("seq_len", seq_len, minimum=0.0, inclusive=False), original)
         # The NTK-aware base for the factor s * L / L0 - (s - 1): 1 up to L = L0, then growing by s per L0.
         base = ntk_scaled_base(base, factor * length / original - (factor - 1), head_dim)
 
@@ -379,15 +366,14 @@ def rope_cos_sin(
     """
     check_even_dim("head_dim", head_dim)
     check_choice("layout", layout, ROPE_LAYOUTS)
-    _check_angle_dtype(angle_dtype)
+    check_angle_dtype(angle_dtype)
     positions = torch.as_tensor(positions)
-    if positions.dtype.is_complex or positions.dtype == torch.bool:
-        raise ValueError(f"positions must hold real numbers, got dtype {positions.dtype}")
+    check_real("positions", positions)
     params = _parse_scaling(scaling, check_base("base", base))
     seq_len = None
     if params["rope_type"] == "dynamic" and positions.numel():
         seq_len = positions.max().item() + 1
-    work = _angle_device(positions.device, angle_dtype)
+    work = angle_device(positions.device, angle_dtype)
     inv_freq, attention_factor = rope_inv_freq(
         head_dim, base=base, scaling=params, seq_len=seq_len, dtype=angle_dtype, device=work
     )  # [d/2]

@@ -21,14 +21,17 @@ import torch
 from torch import nn
 
 from ._checks import (
-    LAYOUTS,
+    angle_device,
+    check_angle_dtype,
     check_base,
     check_choice,
     check_even_dim,
     check_nonnegative_int,
     check_probability,
+    check_real,
     check_sequence_input,
 )
+from .layout import SINUSOIDAL_LAYOUTS
 
 
 def sinusoidal_frequencies(
@@ -52,13 +55,6 @@ def sinusoidal_frequencies(
     base = check_base("base", base)
     two_i = torch.arange(0, dim, 2, dtype=dtype, device=device)  # [d/2]
     return torch.exp(two_i * (-math.log(base) / dim))
-
-
-def _angle_device(device: torch.device, angle_dtype: torch.dtype) -> torch.device:
-    # Apple's MPS has no float64: compute there on the CPU, move the result back.
-    if angle_dtype == torch.float64 and device.type == "mps":
-        return torch.device("cpu")
-    return device
 
 
 def sinusoidal_encoding(
@@ -96,15 +92,13 @@ def sinusoidal_encoding(
             ``layout`` is unknown, or ``angle_dtype`` is not float32 or float64.
     """
     check_even_dim("dim", dim)
-    check_choice("layout", layout, LAYOUTS)
-    if angle_dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"angle_dtype must be torch.float32 or torch.float64, got {angle_dtype}")
+    check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    check_angle_dtype(angle_dtype)
     if not isinstance(positions, torch.Tensor):
         # Python numbers go straight to float64: torch.as_tensor would round floats to float32.
         positions = torch.as_tensor(positions, dtype=torch.float64)
-    if positions.dtype.is_complex or positions.dtype == torch.bool:
-        raise ValueError(f"positions must hold real numbers, got dtype {positions.dtype}")
-    work = _angle_device(positions.device, angle_dtype)
+    check_real("positions", positions)
+    work = angle_device(positions.device, angle_dtype)
     inv_freq = sinusoidal_frequencies(dim, base=base, dtype=angle_dtype, device=work)  # [d/2]
     angles = positions.to(work, angle_dtype).unsqueeze(-1) * inv_freq  # [*, d/2]
     sin, cos = torch.sin(angles), torch.cos(angles)
@@ -176,7 +170,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self.dim = check_even_dim("dim", dim)
         self.base = check_base("base", base)
-        self.layout = check_choice("layout", layout, LAYOUTS)
+        self.layout = check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         check_nonnegative_int("initial_len", initial_len)
         table = sinusoidal_table(initial_len, dim, base=self.base, layout=layout)  # [n, d]

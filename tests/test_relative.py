@@ -192,7 +192,8 @@ def test_modules_keep_the_input_dtype_and_learn_their_tables():
         out, w = layer(torch.randn(2, 5, 8), causal=True)
         assert out.dtype == torch.float32 and torch.all(w.triu(1) == 0)
         out.square().sum().backward()
-        names = ("rel_k", "rel_v") if isinstance(layer, ShawRelativeAttention) else ("u", "v", "r.weight")
+        shaw = isinstance(layer, ShawRelativeAttention)
+        names = ("relative.rel_k", "relative.rel_v") if shaw else ("u", "v", "r.weight")
         params = dict(layer.named_parameters())
         assert all(params[n].grad is not None and params[n].grad.abs().sum() > 0 for n in names)
 
