@@ -3,61 +3,65 @@
 The package behind the book: every chapter imports its formulas from here.
 """
 
-from . import schemes  # noqa: F401  (registers shaw, t5, alibi, rope, rope_pi with the tiny Transformer)
 from .alibi import ALiBiBias, alibi_bias, alibi_slopes
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
-from .extrapolation import (
+from .experiments import (
     ExperimentConfig,
+    LookupTask,
+    PositionScheme,
+    ReverseTask,
+    ShiftTask,
+    Task,
+    TaskBatch,
+    TinyConfig,
+    TinyTransformer,
     experiment_summary,
     load_experiments,
+    make_position_scheme,
+    make_task,
+    position_schemes,
+    register_position_scheme,
     run_experiments,
+    tiny_accuracy,
+    tiny_accuracy_by_position,
     train_and_evaluate,
+    train_tiny,
 )
-from .layout import PAIR_LAYOUTS, layout_permutation
+from .layout import PAIR_LAYOUTS, ROPE_LAYOUTS, SINUSOIDAL_LAYOUTS, layout_permutation
 from .learned import LearnedPositionalEmbedding
 from .pairing import sinusoidal_dot_product, sinusoidal_offset_matrix
 from .relative import (
     ShawRelativeAttention,
-    T5RelativeBias,
-    TransformerXLRelativeAttention,
+    ShawRelativeEmbeddings,
     rel_shift,
     relative_position_range,
     relative_positions,
     relative_scores,
     relative_values,
-    t5_relative_position_bucket,
 )
+from .rope_scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base
 from .rotary import (
     ROPE_BACKENDS,
-    ROPE_LAYOUTS,
-    ROPE_TYPES,
-    RotaryEmbedding,
     apply_rope,
-    ntk_scaled_base,
+    cos_sin_from_inv_freq,
     rope_cos_sin,
     rope_inv_freq,
     rope_weight_permutation,
 )
+from .rotary_embedding import RotaryEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_table
-from .tasks import LookupTask, ReverseTask, ShiftTask, Task, TaskBatch, make_task
-from .tiny import (
-    PositionScheme,
-    TinyTransformer,
-    make_position_scheme,
-    position_schemes,
-    register_position_scheme,
-    tiny_accuracy,
-    tiny_accuracy_by_position,
-    train_tiny,
-)
+from .t5 import T5RelativeBias, t5_relative_position_bucket
+from .transformer_xl import TransformerXLRelativeAttention
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "PAIR_LAYOUTS",
     "ROPE_BACKENDS",
     "ROPE_LAYOUTS",
+    "ROPE_SCALINGS",
     "ROPE_TYPES",
+    "SINUSOIDAL_LAYOUTS",
     "ALiBiBias",
     "ExperimentConfig",
     "LearnedPositionalEmbedding",
@@ -67,16 +71,19 @@ __all__ = [
     "ReverseTask",
     "RotaryEmbedding",
     "ShawRelativeAttention",
+    "ShawRelativeEmbeddings",
     "ShiftTask",
     "SinusoidalPositionalEncoding",
     "T5RelativeBias",
     "Task",
     "TaskBatch",
+    "TinyConfig",
     "TinyTransformer",
     "TransformerXLRelativeAttention",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
+    "cos_sin_from_inv_freq",
     "experiment_summary",
     "layout_permutation",
     "load_experiments",

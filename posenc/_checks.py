@@ -129,3 +129,39 @@ def angle_device(device: torch.device, angle_dtype: torch.dtype) -> torch.device
     if angle_dtype == torch.float64 and device.type == "mps":
         return torch.device("cpu")
     return device
+
+
+def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, positions, offset: int, inplace: bool):
+    """Check queries and keys about to be rotated; return ``positions`` as a tensor on ``q``'s device (or None).
+
+    ``q`` and ``k`` are ``[..., s, head_dim]`` with the same ``s``; the positions
+    are either ``positions`` (``[s]`` or ``[b, s]``) or ``offset .. offset + s - 1``,
+    never both; ``inplace`` cannot overwrite a leaf that requires grad. Shared by
+    :class:`posenc.RotaryEmbedding` and the Triton entry point.
+
+    Raises:
+        ValueError: Naming the argument, its shape or value, and what was expected.
+    """
+    for name, t in (("q", q), ("k", k)):
+        if t.dim() < 2 or t.shape[-1] != head_dim:
+            raise ValueError(
+                f"{name} must have shape [..., seq_len, {head_dim}] (last dim = head_dim = "
+                f"{head_dim}), got {tuple(t.shape)}"
+            )
+    seq_len = q.shape[-2]
+    if k.shape[-2] != seq_len:
+        raise ValueError(f"k has length {k.shape[-2]} (dim -2), expected q's length {seq_len}")
+    if inplace and torch.is_grad_enabled() and any(t.requires_grad and t.is_leaf for t in (q, k)):
+        raise ValueError("inplace=True cannot overwrite q or k: a leaf tensor that requires grad")
+    if positions is None:
+        check_nonnegative_int("offset", offset)
+        return None
+    if offset != 0:
+        raise ValueError(f"pass either positions or offset, not both; got offset={offset} with positions")
+    positions = torch.as_tensor(positions, device=q.device)
+    if positions.dim() not in (1, 2) or positions.shape[-1] != seq_len:
+        raise ValueError(
+            f"positions must have shape [{seq_len}] or [batch, {seq_len}] (seq_len = q.shape[-2]), "
+            f"got {tuple(positions.shape)}"
+        )
+    return positions

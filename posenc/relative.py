@@ -3,7 +3,9 @@
 An absolute encoding gives every *token* a vector for its position. A relative
 encoding gives every *pair* (query ``i``, key ``j``) a term that depends only on
 their relative position, so attention is unchanged when every position moves
-by the same amount. Three schemes live here; ALiBi is in :mod:`posenc.alibi`.
+by the same amount. Shaw et al.'s scheme and the machinery the relative schemes share
+live here; Transformer-XL is in :mod:`posenc.transformer_xl`, T5's buckets in
+:mod:`posenc.t5` and ALiBi in :mod:`posenc.alibi`.
 
 * Shaw et al. 2018: learned vectors for the clipped relative position, added
   to the keys and the values inside attention (:class:`ShawRelativeAttention`).
@@ -35,9 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_base, check_choice, check_heads, check_nonnegative_int, check_positive_int
+from ._checks import check_choice, check_heads, check_nonnegative_int, check_positive_int
 from .attention import scaled_dot_product_attention
-from .sinusoidal import sinusoidal_encoding
 
 #: How :func:`relative_scores` and :func:`relative_values` pair queries with
 #: relative embeddings: ``"shift"`` multiplies by the table and aligns with
@@ -68,6 +69,10 @@ class ShawRelativeEmbeddings(nn.Module):
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, max_relative_position={self.max_relative_position}"
+
+    def forward(self, q_len: int, k_len: int, *, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Same as :meth:`tables`: calling the module gives the key and value tables."""
+        return self.tables(q_len, k_len, offset=offset)
 
     def tables(self, q_len: int, k_len: int, *, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """The key and value tables for ``q_len`` queries, the first at position ``offset``, and ``k_len`` keys.
@@ -383,217 +388,3 @@ class ShawRelativeAttention(nn.Module):
         out = out + relative_values(weights, a_v.to(weights.dtype), method=self.method)  # [b, h, s, dh]
         out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, dh] -> [b, s, dim]
         return self.out(out), weights
-
-
-class TransformerXLRelativeAttention(nn.Module):
-    """Multi-head self-attention with Transformer-XL's relative positions.
-
-    Dai et al., "Transformer-XL: Attentive Language Models beyond a
-    Fixed-Length Context", 2019, equation (3) and appendix B. With
-    ``q_i = W_q x_i``, ``k_j = W_{k,E} x_j`` and ``R`` the sinusoidal encoding
-    of the distance ``i - j`` (:func:`posenc.sinusoidal_encoding`, no
-    learned table)::
-
-        A_ij = q_i.k_j + q_i.W_{k,R} R_{i-j} + u.k_j + v.W_{k,R} R_{i-j}
-             = (q_i + u).k_j + (q_i + v).W_{k,R} R_{i-j}
-
-    scaled by ``1 / sqrt(d_h)``. ``u`` and ``v`` are learned per head and do not
-    depend on the query's position. The second product is computed against
-    every distance at once and aligned with :func:`rel_shift`.
-
-    Args:
-        dim: Model dimension, even and divisible by ``num_heads``.
-        num_heads: Number of heads, >= 1.
-        base: Frequency base of the sinusoids.
-        method: ``"shift"`` (default) or ``"materialize"``, see :func:`relative_scores`.
-    """
-
-    def __init__(self, dim: int, num_heads: int = 1, *, base: float = 10000.0, method: str = "shift") -> None:
-        super().__init__()
-        self.head_dim = check_heads(dim, num_heads)
-        if dim % 2:
-            raise ValueError(f"dim must be even (sinusoids come in sin/cos pairs), got {dim}")
-        self.dim, self.num_heads = dim, num_heads
-        self.base = check_base("base", base)
-        self.method = check_choice("method", method, METHODS)
-        self.q = nn.Linear(dim, dim, bias=False)  # W_q
-        self.kv = nn.Linear(dim, 2 * dim, bias=False)  # W_{k,E} and W_v
-        self.r = nn.Linear(dim, dim, bias=False)  # W_{k,R}
-        self.u = nn.Parameter(torch.randn(num_heads, self.head_dim) * 0.02)
-        self.v = nn.Parameter(torch.randn(num_heads, self.head_dim) * 0.02)
-        self.out = nn.Linear(dim, dim, bias=False)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, num_heads={self.num_heads}, base={self.base:g}, method={self.method!r}"
-
-    def position_embeddings(
-        self, q_len: int, k_len: int, *, offset: int = 0, dtype: torch.dtype = torch.float32, device=None
-    ) -> torch.Tensor:
-        """The sinusoids ``R`` of every distance between the queries and the keys.
-
-        Args:
-            q_len: Number of queries, >= 1.
-            k_len: Number of keys, >= 1.
-            offset: Position of the first query, >= 0.
-            dtype: Floating dtype of the result.
-            device: Device of the result.
-
-        Returns:
-            ``[q_len + k_len - 1, dim]``: row ``c`` is ``R`` at the distance
-            ``i - j = -(c - (q_len - 1) - offset)``, laid out as in the
-            paper's code (all sines, then all cosines).
-        """
-        r = relative_position_range(q_len, k_len, offset=offset, device=device)  # j - i, ascending
-        return sinusoidal_encoding(-r, self.dim, base=self.base, layout="concat", dtype=dtype)
-
-    def forward(
-        self, x: torch.Tensor, *, memory: torch.Tensor | None = None, causal: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attend over the segment ``x`` and the cached ``memory`` of the previous one.
-
-        Args:
-            x: ``[b, s, dim]``, the current segment.
-            memory: Optional ``[b, m, dim]`` hidden states of the previous
-                segment (detach them to stop gradients, as the paper does); the
-                queries sit at positions ``m .. m + s - 1``.
-            causal: Mask keys after the query.
-
-        Returns:
-            ``(out [b, s, dim], weights [b, h, s, m + s])``.
-
-        Raises:
-            ValueError: If ``x`` or ``memory`` has the wrong shape.
-        """
-        q, k, values = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
-        (b, h, s, dh), t = q.shape, k.shape[2]
-        rel = self.position_embeddings(s, t, offset=t - s, dtype=x.dtype, device=x.device)  # [s + t - 1, dim]
-        w_r = self.r(rel).view(-1, h, dh).transpose(0, 1)  # [s + t - 1, dim] -> [h, s + t - 1, dh]
-        bd = relative_scores(q + self.v.unsqueeze(1), w_r, method=self.method) / math.sqrt(dh)  # [b, h, s, t]
-        out, weights = scaled_dot_product_attention(q + self.u.unsqueeze(1), k, values, bias=bd, causal=causal)
-        out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, dh] -> [b, s, dim]
-        return self.out(out), weights
-
-
-def _check_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
-    """Validate T5's bucket arguments; return (buckets per direction, exact buckets)."""
-    check_positive_int("num_buckets", num_buckets)
-    check_positive_int("max_distance", max_distance)
-    per_side = num_buckets // 2 if bidirectional else num_buckets
-    least = 4 if bidirectional else 2
-    if per_side < 2:
-        raise ValueError(
-            f"num_buckets must be >= {least} with bidirectional={bidirectional} (each direction needs an exact "
-            f"bucket and a logarithmic one), got {num_buckets}"
-        )
-    exact = per_side // 2
-    if max_distance <= exact:
-        raise ValueError(
-            f"max_distance must be larger than the {exact} exact buckets (distances 0..{exact - 1}) that "
-            f"num_buckets={num_buckets} gives, got {max_distance}"
-        )
-    return per_side, exact
-
-
-def t5_relative_position_bucket(
-    relative_position,
-    *,
-    bidirectional: bool = True,
-    num_buckets: int = 32,
-    max_distance: int = 128,
-) -> torch.Tensor:
-    """T5's bucket for each relative position (Raffel et al. 2020, section 2.1).
-
-    With ``n`` buckets per direction (``num_buckets // 2`` if bidirectional,
-    else ``num_buckets``) and ``e = n // 2``, a distance ``d`` gets
-
-    * bucket ``d`` if ``d < e`` (one bucket per distance),
-    * bucket ``e + floor(log(d / e) / log(max_distance / e) * (n - e))`` up to
-      ``n - 1`` otherwise: logarithmically wider buckets, and every distance
-      from ``max_distance`` on shares the last one.
-
-    Bidirectional: ``d = |r|`` and keys after the query (``r > 0``) use buckets
-    ``n .. 2n - 1``. Causal: ``d = max(-r, 0)``, so keys after the query share
-    bucket 0 with ``r = 0``. The logarithm is taken in float32 as in the Mesh
-    TensorFlow reference: distances where the ratio is exactly a bucket
-    boundary then land where the published models expect them.
-
-    Args:
-        relative_position: Integer tensor (or anything ``torch.as_tensor`` takes)
-            of ``r = key - query`` positions, any shape.
-        bidirectional: Encoder-style (both directions) or decoder-style (causal).
-        num_buckets: Number of buckets, >= 4 if bidirectional, else >= 2.
-        max_distance: Distance from which on all positions share a bucket;
-            larger than the ``e`` exact buckets.
-
-    Returns:
-        ``torch.long`` tensor of the same shape, values in ``[0, num_buckets)``.
-
-    Raises:
-        ValueError: If ``relative_position`` is not an integer tensor, or
-            ``num_buckets`` or ``max_distance`` is out of range.
-    """
-    per_side, exact = _check_buckets(bidirectional, num_buckets, max_distance)
-    r = torch.as_tensor(relative_position)
-    if r.dtype.is_floating_point or r.dtype.is_complex or r.dtype == torch.bool:
-        raise ValueError(f"relative_position must be an integer tensor, got dtype {r.dtype}")
-    r = r.long()
-    if bidirectional:
-        first = torch.where(r > 0, per_side, 0)  # keys after the query use the upper half
-        distance = r.abs()
-    else:
-        first = torch.zeros_like(r)
-        distance = (-r).clamp(min=0)
-    ratio = distance.clamp(min=exact).float() / exact  # >= 1, so the log is >= 0
-    log_bucket = torch.log(ratio) / math.log(max_distance / exact) * (per_side - exact)
-    far = (exact + log_bucket.long()).clamp(max=per_side - 1)
-    return first + torch.where(distance < exact, distance, far)
-
-
-class T5RelativeBias(nn.Module):
-    """T5's relative attention bias: one learned scalar per bucket and head.
-
-    Raffel et al. 2020, section 2.1. The bias for ``q_len`` queries and
-    ``k_len`` keys is ``table[bucket(j - i), h]``; pass it as ``bias`` to
-    :func:`posenc.scaled_dot_product_attention` or
-    :class:`posenc.MultiHeadSelfAttention`. (T5 itself shares one such table
-    across all layers and leaves out the ``1/sqrt(d)`` scaling.)
-
-    Args:
-        num_heads: Number of heads, >= 1.
-        bidirectional: Encoder-style (True) or decoder-style buckets.
-        num_buckets: Number of buckets (32 in T5).
-        max_distance: Distance from which on all positions share a bucket (128 in T5).
-    """
-
-    def __init__(
-        self, num_heads: int, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
-    ) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        _check_buckets(bidirectional, num_buckets, max_distance)
-        self.bidirectional, self.num_buckets, self.max_distance = bidirectional, num_buckets, max_distance
-        self.embedding = nn.Embedding(num_buckets, num_heads)  # [buckets, h]
-
-    def extra_repr(self) -> str:
-        return (
-            f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, num_buckets={self.num_buckets}, "
-            f"max_distance={self.max_distance}"
-        )
-
-    def forward(self, q_len: int, k_len: int, *, offset: int = 0) -> torch.Tensor:
-        """The bias for ``q_len`` queries at ``offset ..`` and ``k_len`` keys at ``0 ..``.
-
-        Args:
-            q_len: Number of queries, >= 1.
-            k_len: Number of keys, >= 1.
-            offset: Position of the first query, >= 0 (``k_len - q_len`` when
-                decoding with a KV cache).
-
-        Returns:
-            ``[num_heads, q_len, k_len]``, in the dtype of the table.
-        """
-        rel = relative_positions(q_len, k_len, offset=offset, device=self.embedding.weight.device)  # [q, k]
-        buckets = t5_relative_position_bucket(
-            rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
-        )
-        return self.embedding(buckets).permute(2, 0, 1)  # [q, k, h] -> [h, q, k]

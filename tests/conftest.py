@@ -1,9 +1,15 @@
-"""Shared test configuration: hypothesis runs derandomized so CI is reproducible."""
+"""Shared test configuration: Triton's interpreter without a GPU; hypothesis derandomized so CI is reproducible."""
 
 import os
 
 import torch
 from hypothesis import HealthCheck, settings
+
+if not torch.cuda.is_available():
+    # No GPU: Triton's interpreter runs the RoPE kernels on CPU tensors. Set before any test imports
+    # posenc.triton_rope's kernels (their module decorates them on first use); importing torch does not
+    # import Triton, and the CUDA check needs torch.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 settings.register_profile(
     "default",

@@ -35,7 +35,7 @@ def test_catalog_is_well_formed():
 
 #: Public callables that take no argument that could be wrong.
 NOTHING_TO_CHECK = {
-    "PositionScheme": "a base class whose hooks are no-ops; it ignores its keywords",
+    "PositionScheme": "a base class whose hooks are no-ops; it takes no arguments",
     "TaskBatch": "a frozen record of two tensors",
     "position_schemes": "takes no arguments",
 }

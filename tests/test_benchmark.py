@@ -2,11 +2,14 @@
 
 Nothing here asserts a timing: measured times are data, not facts about the code. The harness
 runs on the CPU (its fallback) with tiny shapes; the loading and plotting code is tested on a
-synthetic fixture under tests/fixtures/, whose numbers are made up.
+synthetic fixture under tests/fixtures/, whose numbers are made up. The figures are the book's
+(posenc_book.benchmark_plots); the command line is posenc.benchmark.__main__.
 """
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -18,9 +21,18 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from posenc import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, apply_rope, rope_cos_sin  # noqa: E402
+import posenc  # noqa: E402
+from posenc import (  # noqa: E402
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    apply_rope,
+    rope_cos_sin,
+    rope_inv_freq,
+)
 from posenc import benchmark as bench  # noqa: E402
-from posenc.benchmark import count_traffic, load_results, rope_bytes, run_benchmark  # noqa: E402
+from posenc.benchmark import __main__ as cli  # noqa: E402
+from posenc.benchmark import count_traffic, load_results, rope_bytes, rope_reference, run_benchmark  # noqa: E402
+from posenc_book.benchmark_plots import plot_results  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BF16 = torch.bfloat16
@@ -158,7 +170,7 @@ def test_cpu_run_checks_then_times_every_available_implementation():
 def test_a_wrong_or_incomplete_implementation_is_reported_and_not_timed():
     def leaves_one_element(q, k):
         q_out = torch.empty(q.shape)  # the harness fills it with NaN
-        good = bench._build_posenc_torch(TINY[0], "cpu", torch.float32)(q, k)
+        good = bench.rope_impl("posenc_torch").build(TINY[0], "cpu", torch.float32)(q, k)
         q_out.view(-1)[:-1] = good[0].reshape(-1)[:-1]
         return q_out, good[1]
 
@@ -230,7 +242,7 @@ def test_load_refuses_files_that_are_not_results(tmp_path):
 
 def test_figures_are_labelled_with_device_versions_and_date():
     result = load_results(FIXTURES)[0]
-    fig = bench.plot_results(result)
+    fig = plot_results(result)
     axes = fig.axes
     assert len(axes) == 4
     assert "SYNTHETIC FIXTURE GPU" in fig._suptitle.get_text() and "triton 0.0.0-fixture" in fig._suptitle.get_text()
@@ -286,9 +298,9 @@ def test_command_line_writes_json_and_prints_the_table_last(tmp_path, monkeypatc
         seen.update(device=device, **kwargs)
         return fixture
 
-    monkeypatch.setattr(bench, "run_benchmark", fake_run)
+    monkeypatch.setattr(cli, "run_benchmark", fake_run)
     out = tmp_path / "r.json"
-    code = bench.main(["--device", "cpu", "--quick", "--ops", "rope", "--impl", "naive", "--out", str(out)])
+    code = cli.main(["--device", "cpu", "--quick", "--ops", "rope", "--impl", "naive", "--out", str(out)])
     assert code == 1  # the fixture holds one failed check
     assert seen["device"] == "cpu" and seen["quick"] and seen["ops"] == ["rope"] and seen["impls"] == ["naive"]
     assert json.loads(out.read_text())["results"] == fixture["results"]
@@ -300,4 +312,87 @@ def test_device_info_and_versions_on_the_cpu():
     info = bench.device_info("cpu")
     assert info["type"] == "cpu" and info["name"] and info["cache_bytes"] > 0 and info["threads"] >= 1
     v = bench.versions()
-    assert v["torch"] == torch.__version__ and v["posenc"] == "0.1.0" and "python" in v
+    assert v["torch"] == torch.__version__ and v["posenc"] == posenc.__version__ and "python" in v
+
+
+# ---------------------------------------------------------------------------
+# The float64 reference, the cases and the package's seams
+# ---------------------------------------------------------------------------
+
+
+def test_rope_reference_turns_each_pair_by_its_angle():
+    q = torch.tensor([[1.0, 0.0, 0.0, 1.0]])  # [s=1, d=4]
+    inv_freq = torch.tensor([math.pi / 2, math.pi], dtype=torch.float64)
+    position = torch.tensor([1])
+    # half: pairs (0, 2) = (1, 0) turned by pi/2 -> (0, 1), and (1, 3) = (0, 1) turned by pi -> (0, -1)
+    half = rope_reference(q, inv_freq, position)
+    assert half.dtype == torch.float64 and half.shape == (1, 4)
+    assert torch.allclose(half, torch.tensor([[0.0, 0.0, 1.0, -1.0]], dtype=torch.float64), atol=1e-15)
+    # interleaved: pairs (0, 1) = (1, 0) -> (0, 1), and (2, 3) = (0, 1) -> (0, -1)
+    inter = rope_reference(q, inv_freq, position, layout="interleaved", attention_factor=2.0)
+    assert torch.allclose(inter, torch.tensor([[0.0, 2.0, 0.0, -2.0]], dtype=torch.float64), atol=1e-15)
+    # the same rotation as the library's float64 path, and float32 angles cost accuracy at large positions
+    x = torch.randn(2, 3, 4, 64, dtype=torch.float64)
+    positions = torch.arange(100_000, 100_004)
+    cos, sin = rope_cos_sin(positions, 64, dtype=torch.float64)  # [4, 64], float64 angles
+    exact = rope_reference(x, rope_inv_freq(64)[0], positions)
+    assert torch.allclose(exact, apply_rope(x, cos, sin, backend="torch"), rtol=0, atol=1e-12)
+    plain = rope_reference(x, rope_inv_freq(64)[0], positions, angle_dtype=torch.float32)
+    assert plain.dtype == torch.float64 and (plain - exact).abs().max() > 1e-4
+    with pytest.raises(ValueError, match=r"layout must be one of 'half', 'interleaved'; got 'concat'"):
+        rope_reference(q, inv_freq, position, layout="concat")
+    with pytest.raises(ValueError, match=r"angle_dtype must be torch.float32 or torch.float64"):
+        rope_reference(q, inv_freq, position, angle_dtype=torch.float16)
+
+
+def test_cases_of_each_operation_and_their_default_shapes():
+    assert bench.default_sinusoidal_shapes("cuda") == [(b, s, 4096) for b in (1, 4) for s in (512, 4096, 16384)]
+    assert bench.default_sinusoidal_shapes("cpu", quick=True) == [(1, 512, 1024), (1, 4096, 1024)]
+    assert bench.default_alibi_shapes("cuda") == [(32, 512, 512), (32, 2048, 2048), (32, 4096, 4096), (32, 1, 4096)]
+    assert bench.default_alibi_shapes("cpu") == [(32, 256, 256), (32, 1024, 1024), (32, 1, 1024)]
+    rope = bench.rope_cases(TINY, bench.ROPE_IMPLS[:2], "cpu", torch.float32)
+    assert [(c.impl, c.fields["seq_len"], c.fields["phase"], c.host) for c in rope] == [
+        ("naive", 5, "prefill", False), ("posenc_torch", 5, "prefill", False),
+        ("naive", 1, "decode", True), ("posenc_torch", 1, "decode", True)]
+    assert rope[0].nbytes == rope_bytes(1, 5, 4, 2, 16, torch.float32) and rope[0].set_bytes == rope[0].nbytes // 2
+    sinusoidal = bench.sinusoidal_add_cases([(2, 3, 4)], "cpu", torch.float32)
+    assert [c.impl for c in sinusoidal] == ["module", "recompute"] and sinusoidal[0].set_bytes == 2 * 3 * 4 * 4
+    (alibi,) = bench.alibi_bias_cases([(2, 1, 5)], "cpu", torch.float32)
+    assert alibi.fields == {"num_heads": 2, "q_len": 1, "k_len": 5, "phase": "decode"} and alibi.host
+    assert bench.rope_impl("liger") is bench.ROPE_IMPLS[-1]
+    with pytest.raises(ValueError, match=r"name must be one of 'naive', .*; got 'flash'"):
+        bench.rope_impl("flash")
+
+
+def test_run_case_times_only_what_passes_its_check():
+    def never(*_):
+        raise AssertionError("a case that fails its check must not be timed")
+
+    good = bench.sinusoidal_add_cases([(1, 4, 8)], "cpu", torch.float32)[0]
+    wrong = bench.Case("sinusoidal", "wrong", "wrong", {"batch": 1}, 64, build=lambda: None, check=lambda fn: 0.5,
+                       make_set=never, set_bytes=4)
+
+    def missing():
+        raise bench.Unavailable("not here")
+
+    gone = bench.Case("sinusoidal", "gone", "gone", {"batch": 1}, 64, build=missing, check=never, make_set=never,
+                      set_bytes=4)
+    kwargs = {"device": "cpu", "dtype": torch.float32, "copy_gbps": 1.0, "run_s": 0.002}
+    ok = bench.run_case(good, **kwargs)
+    assert ok["status"] == "ok" and ok["ms"] > 0 and list(ok)[:4] == ["op", "impl", "label", "batch"]
+    failed = bench.run_case(wrong, **kwargs)
+    assert failed["status"] == "failed" and failed["rel_err"] == 0.5 and failed["ms"] is None
+    assert failed["reason"] == "relative error 0.5 > 0.001 against float64"
+    unavailable = bench.run_case(gone, **kwargs)
+    assert unavailable["status"] == "unavailable" and unavailable["reason"] == "not here"
+    assert unavailable["rel_err"] is None and unavailable["ms"] is None and list(unavailable) == list(failed)
+
+
+def test_importing_the_harness_loads_neither_triton_nor_matplotlib():
+    code = ("import sys, posenc.benchmark; "
+            "print(sorted(m for m in ('triton', 'matplotlib', 'transformers', 'liger_kernel') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    done = subprocess.run([sys.executable, "-m", "posenc.benchmark", "--help"], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.startswith("usage: python -m posenc.benchmark") and "--out OUT" in done.stdout

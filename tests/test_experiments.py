@@ -2,13 +2,21 @@
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 from chapters import ROOT
 
-from posenc import ExperimentConfig, experiment_summary, load_experiments, run_experiments, train_and_evaluate
-from posenc.experiments import main
-from posenc.extrapolation import ALL_SCHEMES, SCHEMA
+from posenc import (
+    ExperimentConfig,
+    TinyConfig,
+    experiment_summary,
+    load_experiments,
+    run_experiments,
+    train_and_evaluate,
+)
+from posenc.experiments import ALL_SCHEMES, DEFAULT_OUT, SCHEMA, build_task, main
 
 #: A configuration that trains in well under a second per run.
 TINY = dict(steps=4, train_length=4, multipliers=(1, 2), dim=16, num_heads=2, num_layers=1, batch_size=8,
@@ -104,6 +112,25 @@ def test_train_and_evaluate_returns_the_model():
     record, model = train_and_evaluate(config, "alibi", "reverse", 5)
     assert model.scheme_name == "alibi" and model.causal and model.num_heads == 2
     assert record["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_each_run_builds_its_model_from_the_experiment():
+    config = ExperimentConfig(schemes=("rope_pi",), tasks=("lookup",), seeds=(1,), **TINY)
+    task = build_task(config, "lookup")
+    expected = TinyConfig(task.vocab_size, scheme="rope_pi", dim=16, num_heads=2, num_layers=1, max_len=4 + 4,
+                          causal=True, seed=1)
+    assert config.model_config("rope_pi", task, 1) == expected
+    record, model = train_and_evaluate(config, "rope_pi", "lookup", 1)
+    assert model.config == expected and record["max_len"] == expected.max_len
+
+
+def test_cli_runs_as_a_module():
+    proc = subprocess.run([sys.executable, "-m", "posenc.experiments", "--help"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("usage: python -m posenc.experiments")
+    assert "--jobs" in proc.stdout and "default: experiments.json" in proc.stdout
+    assert str(DEFAULT_OUT) == "experiments.json"
 
 
 def test_summary_by_hand():

@@ -5,7 +5,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc import LearnedPositionalEmbedding, TinyTransformer, make_task, tiny_accuracy_by_position, train_tiny
+from posenc import (
+    LearnedPositionalEmbedding,
+    TinyConfig,
+    TinyTransformer,
+    make_task,
+    tiny_accuracy_by_position,
+    train_tiny,
+)
 
 
 def test_adds_rows_offset_to_offset_plus_s():
@@ -83,7 +90,7 @@ def test_hugging_face_configs_bert_512_gpt2_1024():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_after_training_unseen_positions_keep_their_initial_values(seed):
     task = make_task("shift")
-    model = TinyTransformer(task.vocab_size, scheme="learned", max_len=32, dim=32, num_layers=1, seed=seed)
+    model = TinyTransformer(TinyConfig(task.vocab_size, scheme="learned", max_len=32, dim=32, num_layers=1, seed=seed))
     table = model.scheme.table.weight
     initial = table.detach().clone()
     train_tiny(model, task, steps=150, length=8, seed=seed)

@@ -7,11 +7,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import posenc.tiny as tiny
+import posenc.experiments.schemes as registry
 from posenc import (
     PositionScheme,
     RotaryEmbedding,
     ShawRelativeAttention,
+    TinyConfig,
     TinyTransformer,
     alibi_bias,
     make_position_scheme,
@@ -22,7 +23,8 @@ from posenc import (
     tiny_accuracy,
     train_tiny,
 )
-from posenc.schemes import ALiBiScheme, RopePIScheme, RopeScheme, ShawScheme, T5Scheme
+from posenc.experiments.schemes import ALiBiScheme, RopePIScheme, RopeScheme, ShawScheme, T5Scheme
+from posenc.relative import ShawRelativeEmbeddings
 
 NEW = ["shaw", "t5", "alibi", "rope", "rope_pi"]
 SMALL = dict(dim=32, num_heads=4, num_layers=1, max_len=16)
@@ -51,7 +53,7 @@ def test_every_scheme_of_the_book_is_registered():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("name", NEW)
 def test_every_scheme_runs_in_the_model(name, causal):
-    model = TinyTransformer(20, scheme=name, causal=causal, **SMALL)
+    model = TinyTransformer(TinyConfig(20, scheme=name, causal=causal, **SMALL))
     logits, maps = model(_tokens(3, 9), return_attention=True)
     assert logits.shape == (3, 9, 20) and logits.isfinite().all()
     assert all(torch.allclose(w.sum(-1), torch.ones(3, 4, 9)) for w in maps)
@@ -66,7 +68,7 @@ def test_default_attend_hook_is_the_book_attention():
 
 
 def test_an_attend_override_reaches_every_layer(monkeypatch):
-    monkeypatch.setattr(tiny, "_SCHEMES", dict(tiny._SCHEMES))
+    monkeypatch.setattr(registry, "_SCHEMES", dict(registry._SCHEMES))
     calls = []
 
     class Uniform(PositionScheme):
@@ -76,7 +78,7 @@ def test_an_attend_override_reaches_every_layer(monkeypatch):
             return weights @ v, weights
 
     register_position_scheme("uniform", lambda **_: Uniform())
-    model = TinyTransformer(10, scheme="uniform", causal=True, **SMALL | {"num_layers": 3})
+    model = TinyTransformer(TinyConfig(10, scheme="uniform", causal=True, **SMALL | {"num_layers": 3}))
     _, maps = model(_tokens(2, 5, vocab=10), offset=4, return_attention=True)
     assert calls == [((2, 4, 5, 8), None, True, 4)] * 3
     assert all(torch.equal(w, torch.full((2, 4, 5, 5), 0.2)) for w in maps)
@@ -177,31 +179,31 @@ def test_rope_pi_with_a_fixed_factor():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("name", NEW)
 def test_relative_schemes_ignore_a_shift_of_all_positions(name, causal):
-    model = TinyTransformer(20, scheme=name, causal=causal, **SMALL | {"max_len": 64})
+    model = TinyTransformer(TinyConfig(20, scheme=name, causal=causal, **SMALL | {"max_len": 64}))
     tokens = _tokens(2, 12)
     out0, out9 = model(tokens), model(tokens, offset=9)
     if name.startswith("rope"):  # rotations by different angles: equal up to rounding
         assert torch.allclose(out0, out9, atol=1e-4)
     else:
         assert torch.equal(out0, out9)
-    absolute = TinyTransformer(20, scheme="sinusoidal", causal=causal, **SMALL | {"max_len": 64})
+    absolute = TinyTransformer(TinyConfig(20, scheme="sinusoidal", causal=causal, **SMALL | {"max_len": 64}))
     assert not torch.allclose(absolute(tokens), absolute(tokens, offset=9), atol=1e-3)
 
 
 def test_bidirectional_alibi_cannot_tell_left_from_right():
     """The symmetric bias makes the whole model commute with reversing the sequence."""
-    model = TinyTransformer(20, scheme="alibi", **SMALL)
+    model = TinyTransformer(TinyConfig(20, scheme="alibi", **SMALL))
     tokens = _tokens(2, 11)
     assert torch.allclose(model(tokens.flip(1)), model(tokens).flip(1), atol=1e-5)
     for name in ("t5", "rope", "shaw"):  # direction-aware relative schemes
-        other = TinyTransformer(20, scheme=name, **SMALL)
+        other = TinyTransformer(TinyConfig(20, scheme=name, **SMALL))
         assert not torch.allclose(other(tokens.flip(1)), other(tokens).flip(1), atol=1e-3)
 
 
 def test_new_schemes_keep_the_global_random_state_and_are_seeded():
     state = torch.random.get_rng_state()
-    a = TinyTransformer(20, scheme="shaw", seed=1, **SMALL)
-    b = TinyTransformer(20, scheme="shaw", seed=1, **SMALL)
+    a = TinyTransformer(TinyConfig(20, scheme="shaw", seed=1, **SMALL))
+    b = TinyTransformer(TinyConfig(20, scheme="shaw", seed=1, **SMALL))
     assert torch.equal(torch.random.get_rng_state(), state)
     assert torch.equal(a.scheme.rel_k, b.scheme.rel_k)
 
@@ -212,7 +214,7 @@ def test_new_schemes_keep_the_global_random_state_and_are_seeded():
 @pytest.mark.parametrize("name", NEW)
 def test_each_scheme_learns_the_shift_task_far_above_chance(name):
     task = make_task("shift")
-    model = TinyTransformer(task.vocab_size, scheme=name, causal=True, seed=0, **SMALL | {"num_layers": 2})
+    model = TinyTransformer(TinyConfig(task.vocab_size, scheme=name, causal=True, seed=0, **SMALL | {"num_layers": 2}))
     losses = train_tiny(model, task, steps=150, length=8, seed=0, batch_size=32)
     assert losses[-1] < 0.6 * losses[0]
     # chance is 1/16; ALiBi, whose slopes only favour nearby keys, learns slowest (about 0.3 here)
@@ -221,7 +223,8 @@ def test_each_scheme_learns_the_shift_task_far_above_chance(name):
 
 def test_rope_and_rope_pi_train_to_the_same_model():
     task = make_task("shift")
-    models = [TinyTransformer(task.vocab_size, scheme=s, causal=True, seed=2, **SMALL) for s in ("rope", "rope_pi")]
+    config = TinyConfig(task.vocab_size, scheme="rope", causal=True, seed=2, **SMALL)
+    models = [TinyTransformer(config.replace(scheme=s)) for s in ("rope", "rope_pi")]
     losses = [train_tiny(m, task, steps=10, length=8, seed=2, batch_size=8) for m in models]
     assert losses[0] == losses[1]
     tokens = _tokens(2, 16, vocab=task.vocab_size)
@@ -251,4 +254,108 @@ def test_bad_scheme_options(name, options, match):
 
 def test_rope_needs_an_even_head_dimension():
     with pytest.raises(ValueError, match=r"head_dim must be even .*got 3"):
-        TinyTransformer(10, scheme="rope", dim=12, num_heads=4)
+        TinyTransformer(TinyConfig(10, scheme="rope", dim=12, num_heads=4))
+
+
+# --- strict options: no option is silently dropped ------------------------------------------
+
+ACCEPTED = {
+    "none": "no options",
+    "sinusoidal": "'base', 'layout'",
+    "learned": "'std', 'truncated'",
+    "shaw": "'max_relative_position'",
+    "t5": "'max_distance', 'num_buckets'",
+    "alibi": "no options",
+    "rope": "'base', 'layout'",
+    "rope_pi": "'base', 'factor', 'layout'",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_an_unknown_option_is_rejected_with_the_options_the_scheme_takes(name):
+    match = rf"position scheme '{name}' has no option\(s\) \['bsae'\]; it accepts {ACCEPTED[name]}$"
+    with pytest.raises(ValueError, match=match):
+        make_position_scheme(name, dim=32, num_heads=4, max_len=16, bsae=500)
+    with pytest.raises(ValueError, match=match):
+        TinyConfig(20, scheme=name, dim=32, num_heads=4, scheme_options={"bsae": 500})
+
+
+def test_every_option_listed_as_accepted_is_taken():
+    valid = {
+        "none": {},
+        "sinusoidal": {"base": 500.0, "layout": "concat"},
+        "learned": {"std": 0.5, "truncated": True},
+        "shaw": {"max_relative_position": 3},
+        "t5": {"max_distance": 64, "num_buckets": 16},
+        "alibi": {},
+        "rope": {"base": 500.0, "layout": "interleaved"},
+        "rope_pi": {"base": 500.0, "factor": 2.0, "layout": "interleaved"},
+    }
+    for name, options in valid.items():
+        assert (", ".join(map(repr, sorted(options))) or "no options") == ACCEPTED[name]
+        scheme = make_position_scheme(name, dim=32, num_heads=4, max_len=16, **options)
+        model = TinyTransformer(TinyConfig(20, scheme=name, dim=32, num_heads=4, max_len=16, scheme_options=options))
+        assert type(model.scheme) is type(scheme) and model.config.scheme_options == options
+    assert make_position_scheme("rope", dim=32, num_heads=4, max_len=16, base=500.0).rotary.base == 500.0
+    assert make_position_scheme("rope_pi", dim=32, num_heads=4, max_len=16, factor=2.0).factor == 2.0
+    assert make_position_scheme("shaw", dim=32, num_heads=4, max_len=16, max_relative_position=3).rel_k.shape == (7, 8)
+    assert make_position_scheme("t5", dim=32, num_heads=4, max_len=16, num_buckets=16).bias.num_buckets == 16
+
+
+def test_model_keywords_are_not_scheme_options():
+    with pytest.raises(ValueError, match=r"\['dim', 'causal'\] are set by the model, not by scheme options"):
+        TinyConfig(20, scheme="rope", scheme_options={"causal": True, "dim": 8})
+
+
+def test_factories_get_only_the_model_keywords_they_name(monkeypatch):
+    monkeypatch.setattr(registry, "_SCHEMES", dict(registry._SCHEMES))
+    calls = []
+
+    def heads_only(*, num_heads, width=3):
+        calls.append({"num_heads": num_heads, "width": width})
+        return PositionScheme()
+
+    def anything(**kwargs):
+        calls.append(kwargs)
+        return PositionScheme()
+
+    register_position_scheme("heads_only", heads_only)
+    register_position_scheme("anything", anything)
+    make_position_scheme("heads_only", dim=32, num_heads=4, max_len=16, causal=True, width=5)
+    make_position_scheme("anything", dim=32, num_heads=4, max_len=16, causal=True, bsae=500)
+    assert calls == [
+        {"num_heads": 4, "width": 5},
+        {"dim": 32, "num_heads": 4, "max_len": 16, "causal": True, "bsae": 500},
+    ]
+    with pytest.raises(ValueError, match=r"scheme 'heads_only' has no option\(s\) \['bsae'\]; it accepts 'width'$"):
+        make_position_scheme("heads_only", dim=32, num_heads=4, max_len=16, bsae=500)
+    assert type(make_position_scheme("learned", dim=4, num_heads=1, max_len=4)) is registry.LearnedScheme
+
+
+# --- Shaw holds the module of chapter 5, and the seed draws the weights in construction order ----
+
+
+def test_shaw_scheme_holds_shaw_relative_embeddings():
+    scheme = make_position_scheme("shaw", dim=32, num_heads=4, max_len=16, max_relative_position=3)
+    assert isinstance(scheme.relative, ShawRelativeEmbeddings)
+    assert scheme.rel_k is scheme.relative.rel_k and scheme.rel_v is scheme.relative.rel_v
+    assert list(scheme.parameters()) == [scheme.rel_k, scheme.rel_v]
+    assert (scheme.head_dim, scheme.max_relative_position) == (8, 3)
+    for q_len, k_len in [(5, 5), (2, 6)]:
+        tables = scheme.relative.tables(q_len, k_len, offset=k_len - q_len)
+        assert all(torch.equal(a, b) for a, b in zip(scheme.relative_embeddings(q_len, k_len), tables, strict=True))
+
+
+def test_the_seed_draws_the_weights_in_construction_order():
+    """Token embeddings, then the scheme's tables, then the blocks: the order the saved experiments were run in."""
+    model = TinyTransformer(TinyConfig(20, scheme="shaw", dim=32, num_heads=4, num_layers=1, seed=5))
+    names = [name for name, _ in model.named_parameters()]
+    assert names[:4] == ["embed.weight", "scheme.relative.rel_k", "scheme.relative.rel_v", "blocks.0.norm1.weight"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        embed = torch.nn.init.normal_(torch.nn.Embedding(20, 32).weight, std=0.3)
+        rel_k, rel_v = (torch.randn(33, 8) * 8**-0.5 for _ in range(2))
+        qkv = torch.nn.Linear(32, 96)
+    assert torch.equal(model.embed.weight, embed)
+    assert torch.equal(model.scheme.rel_k, rel_k) and torch.equal(model.scheme.rel_v, rel_v)
+    assert torch.equal(model.blocks[0].attn.qkv.weight, qkv.weight)

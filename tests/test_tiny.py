@@ -1,15 +1,18 @@
-"""The tiny Transformer: scheme registry and hooks, tasks, determinism, and that it learns."""
+"""The tiny Transformer: its config, scheme registry and hooks, tasks, determinism, and that it learns."""
+
+import dataclasses
 
 import pytest
 import torch
 
-import posenc.tiny as tiny
+import posenc.experiments.schemes as schemes
 from posenc import (
     LookupTask,
     PositionScheme,
     ReverseTask,
     ShiftTask,
     SinusoidalPositionalEncoding,
+    TinyConfig,
     TinyTransformer,
     make_position_scheme,
     make_task,
@@ -19,7 +22,7 @@ from posenc import (
     tiny_accuracy_by_position,
     train_tiny,
 )
-from posenc.tasks import IGNORE
+from posenc.experiments import IGNORE
 
 SMALL = dict(dim=32, num_heads=2, num_layers=1, max_len=32)
 
@@ -27,8 +30,8 @@ SMALL = dict(dim=32, num_heads=2, num_layers=1, max_len=32)
 @pytest.fixture
 def registry(monkeypatch):
     """A private copy of the scheme registry, so test schemes do not leak."""
-    monkeypatch.setattr(tiny, "_SCHEMES", dict(tiny._SCHEMES))
-    return tiny._SCHEMES
+    monkeypatch.setattr(schemes, "_SCHEMES", dict(schemes._SCHEMES))
+    return schemes._SCHEMES
 
 
 # --- tasks -------------------------------------------------------------------
@@ -75,7 +78,7 @@ def test_tasks_are_seeded_and_take_any_length(name):
 
 def test_unknown_scheme_is_rejected_with_the_known_names():
     with pytest.raises(ValueError, match=r"scheme must be one of 'alibi', 'learned', 'none', .*got 'rotary'"):
-        TinyTransformer(10, scheme="rotary")
+        TinyTransformer(TinyConfig(10, scheme="rotary"))
     with pytest.raises(ValueError, match=r"scheme must be one of .*got 'Learned'"):
         make_position_scheme("Learned", dim=8, num_heads=2, max_len=8)
 
@@ -109,7 +112,7 @@ def test_a_score_bias_scheme_reaches_every_layer(registry):
             eye = torch.eye(q_len, k_len, dtype=torch.bool)
             return torch.zeros(self.num_heads, q_len, k_len).masked_fill(~eye, float("-inf"))  # [h, q, k]
 
-    model = TinyTransformer(10, scheme="diagonal", **SMALL | {"num_layers": 3})
+    model = TinyTransformer(TinyConfig(10, scheme="diagonal", **SMALL | {"num_layers": 3}))
     _, maps = model(torch.randint(10, (2, 6)), offset=4, return_attention=True)
     assert calls == [(6, 6, 4)]  # computed once per forward pass
     assert len(maps) == 3 and all(torch.equal(w, torch.eye(6).expand(2, 2, 6, 6)) for w in maps)
@@ -124,7 +127,7 @@ def test_a_rotary_scheme_transforms_q_and_k_in_every_layer(registry):
             return torch.zeros_like(q), k  # equal scores: uniform attention
 
     register_position_scheme("flatten", lambda **_: FlattenQueries())
-    model = TinyTransformer(10, scheme="flatten", **SMALL | {"num_layers": 2})
+    model = TinyTransformer(TinyConfig(10, scheme="flatten", **SMALL | {"num_layers": 2}))
     _, maps = model(torch.randint(10, (3, 5)), offset=2, return_attention=True)
     assert calls == [((3, 2, 5, 16), (3, 2, 5, 16), 2)] * 2
     assert all(torch.allclose(w, torch.full((3, 2, 5, 5), 0.2)) for w in maps)
@@ -149,24 +152,25 @@ def test_registry_rejects_duplicates_and_bad_factories(registry):
 
 def test_same_seed_same_weights_and_global_rng_untouched():
     state = torch.random.get_rng_state()
-    a, b = TinyTransformer(20, scheme="learned", seed=3), TinyTransformer(20, scheme="learned", seed=3)
-    c = TinyTransformer(20, scheme="learned", seed=4)
+    config = TinyConfig(20, scheme="learned", seed=3)
+    a, b = TinyTransformer(config), TinyTransformer(config)
+    c = TinyTransformer(config.replace(seed=4))
     assert torch.equal(torch.random.get_rng_state(), state)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
     assert not torch.equal(a.embed.weight, c.embed.weight)
 
 
 def test_without_positions_bidirectional_model_is_permutation_equivariant():
-    model = TinyTransformer(20, scheme="none", **SMALL)
+    model = TinyTransformer(TinyConfig(20, scheme="none", **SMALL))
     tokens = torch.randint(20, (2, 9), generator=torch.Generator().manual_seed(0))
     perm = torch.randperm(9, generator=torch.Generator().manual_seed(1))
     assert torch.allclose(model(tokens[:, perm]), model(tokens)[:, perm], atol=1e-5)
-    with_positions = TinyTransformer(20, scheme="sinusoidal", **SMALL)
+    with_positions = TinyTransformer(TinyConfig(20, scheme="sinusoidal", **SMALL))
     assert not torch.allclose(with_positions(tokens[:, perm]), with_positions(tokens)[:, perm], atol=1e-3)
 
 
 def test_causal_model_does_not_look_ahead():
-    model = TinyTransformer(20, scheme="sinusoidal", causal=True, **SMALL)
+    model = TinyTransformer(TinyConfig(20, scheme="sinusoidal", causal=True, **SMALL))
     tokens = torch.randint(20, (1, 8), generator=torch.Generator().manual_seed(0))
     changed = tokens.clone()
     changed[0, 5:] = (changed[0, 5:] + 1) % 20
@@ -175,7 +179,7 @@ def test_causal_model_does_not_look_ahead():
 
 
 def test_learned_scheme_limit_and_offset():
-    model = TinyTransformer(12, scheme="learned", **SMALL)
+    model = TinyTransformer(TinyConfig(12, scheme="learned", **SMALL))
     assert model(torch.zeros(2, 32, dtype=torch.long)).shape == (2, 32, 12)
     with pytest.raises(IndexError, match=r"position 32 .*max_len=32"):
         model(torch.zeros(1, 30, dtype=torch.long), offset=3)
@@ -192,7 +196,7 @@ def test_learned_scheme_limit_and_offset():
 )
 def test_bad_model_input(call, match):
     with pytest.raises(ValueError, match=match):
-        call(TinyTransformer(12, **SMALL))
+        call(TinyTransformer(TinyConfig(12, **SMALL)))
 
 
 @pytest.mark.parametrize(
@@ -206,7 +210,7 @@ def test_bad_model_input(call, match):
 )
 def test_bad_model_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        TinyTransformer(12, **kwargs)
+        TinyTransformer(TinyConfig(12, **kwargs))
 
 
 @pytest.mark.parametrize(
@@ -232,7 +236,7 @@ def test_same_seed_gives_identical_losses():
     task = make_task("reverse")
     runs = []
     for seed in (0, 0, 1):
-        model = TinyTransformer(task.vocab_size, scheme="learned", seed=seed, **SMALL)
+        model = TinyTransformer(TinyConfig(task.vocab_size, scheme="learned", seed=seed, **SMALL))
         runs.append(train_tiny(model, task, steps=15, length=(4, 8), seed=seed, batch_size=16))
     assert runs[0] == runs[1]  # bit for bit
     assert runs[0] != runs[2]
@@ -242,7 +246,7 @@ def test_same_seed_gives_identical_losses():
 def test_training_restores_global_settings():
     threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     task = make_task("shift")
-    train_tiny(TinyTransformer(task.vocab_size, **SMALL), task, steps=2, length=4, batch_size=4)
+    train_tiny(TinyTransformer(TinyConfig(task.vocab_size, **SMALL)), task, steps=2, length=4, batch_size=4)
     assert torch.get_num_threads() == threads and torch.are_deterministic_algorithms_enabled() == det
 
 
@@ -252,7 +256,7 @@ def test_training_restores_global_settings():
 def test_bad_training_length(length, match):
     task = make_task("shift")
     with pytest.raises(ValueError, match=match):
-        train_tiny(TinyTransformer(task.vocab_size, **SMALL), task, steps=1, length=length)
+        train_tiny(TinyTransformer(TinyConfig(task.vocab_size, **SMALL)), task, steps=1, length=length)
 
 
 @pytest.mark.parametrize("scheme", ["sinusoidal", "learned"])
@@ -260,7 +264,7 @@ def test_bad_training_length(length, match):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_trained_model_beats_chance_by_a_wide_margin(name, scheme, seed):
     task = make_task(name)
-    model = TinyTransformer(task.vocab_size, scheme=scheme, seed=seed, **SMALL)
+    model = TinyTransformer(TinyConfig(task.vocab_size, scheme=scheme, seed=seed, **SMALL))
     losses = train_tiny(model, task, steps=150, length=8, seed=seed)
     assert losses[-1] < 0.5 * losses[0]
     assert tiny_accuracy(model, task, length=8, num_examples=256) > 8 * task.chance  # chance is 1/16
@@ -269,12 +273,74 @@ def test_trained_model_beats_chance_by_a_wide_margin(name, scheme, seed):
 @pytest.mark.parametrize("name", ["reverse", "shift"])
 def test_without_positions_the_tasks_stay_hard(name):
     task = make_task(name)
-    model = TinyTransformer(task.vocab_size, scheme="none", **SMALL)
+    model = TinyTransformer(TinyConfig(task.vocab_size, scheme="none", **SMALL))
     train_tiny(model, task, steps=150, length=8)
     assert tiny_accuracy(model, task, length=8, num_examples=256) < 0.4
 
 
 def test_accuracy_by_position_marks_unanswered_positions():
     task = ShiftTask(shift=3)
-    per_position = tiny_accuracy_by_position(TinyTransformer(task.vocab_size, **SMALL), task, length=6, num_examples=8)
+    model = TinyTransformer(TinyConfig(task.vocab_size, **SMALL))
+    per_position = tiny_accuracy_by_position(model, task, length=6, num_examples=8)
     assert per_position[:3].isnan().all() and not per_position[3:].isnan().any()
+
+
+# --- the configuration ---------------------------------------------------------
+
+
+def test_tiny_config_defaults_reach_the_model():
+    config = TinyConfig(12)
+    assert (config.scheme, config.dim, config.num_heads, config.num_layers, config.max_len) == (
+        "sinusoidal", 64, 2, 2, 64)
+    assert (config.causal, config.mlp_ratio, config.embed_std, config.seed) == (False, 2, 0.3, 0)
+    assert config.scheme_options == {} and config.head_dim == 32
+    model = TinyTransformer(config)
+    assert model.config is config
+    assert (model.vocab_size, model.dim, model.num_heads, model.max_len, model.causal, model.scheme_name) == (
+        12, 64, 2, 64, False, "sinusoidal")
+    assert model.embed.weight.shape == (12, 64) and model.head.out_features == 12 and len(model.blocks) == 2
+    assert model.blocks[0].mlp[0].out_features == 128 and model.blocks[0].attn.head_dim == 32
+    assert abs(model.embed.weight.std().item() - 0.3) < 0.05
+
+
+def test_tiny_config_is_frozen_keyword_only_and_copies_its_options():
+    options = {"std": 0.5}
+    config = TinyConfig(12, scheme="learned", scheme_options=options)
+    options["std"] = 0.0
+    assert config.scheme_options == {"std": 0.5}
+    assert abs(TinyTransformer(config).scheme.table.weight.std().item() - 0.5) < 0.2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.dim = 32
+    with pytest.raises(TypeError):
+        TinyConfig(12, "learned")
+    assert config.replace(seed=1) == TinyConfig(12, scheme="learned", seed=1, scheme_options={"std": 0.5})
+    assert TinyConfig(12, scheme_options=None) == TinyConfig(12)
+
+
+def test_the_model_takes_one_config():
+    with pytest.raises(ValueError, match=r"config must be a TinyConfig, got 12 \(int\); build the model as "
+                                         r"TinyTransformer\(TinyConfig\(vocab_size, scheme=\.\.\., \.\.\.\)\)"):
+        TinyTransformer(12)
+    with pytest.raises(TypeError):
+        TinyTransformer(12, scheme="learned")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(vocab_size=0), r"vocab_size must be >= 1, got 0"),
+        (dict(vocab_size=12, max_len=0), r"max_len must be >= 1, got 0"),
+        (dict(vocab_size=12, mlp_ratio=0), r"mlp_ratio must be >= 1, got 0"),
+        (dict(vocab_size=12, causal=1), r"causal must be True or False, got 1"),
+        (dict(vocab_size=12, seed=-1), r"seed must be >= 0, got -1"),
+        (dict(vocab_size=12, scheme="rotary"), r"scheme must be one of .*'rope'.*; got 'rotary'"),
+        (dict(vocab_size=12, scheme="rope", scheme_options={"bsae": 500}),
+         r"position scheme 'rope' has no option\(s\) \['bsae'\]; it accepts 'base', 'layout'"),
+        (dict(vocab_size=12, scheme="learned", scheme_options={"max_len": 8}),
+         r"\['max_len'\] are set by the model, not by scheme options"),
+        (dict(vocab_size=12, scheme_options=[("base", 500.0)]), r"scheme options must be a mapping"),
+    ],
+)
+def test_bad_tiny_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TinyConfig(**kwargs)

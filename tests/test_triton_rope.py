@@ -1,31 +1,24 @@
-"""The fused Triton RoPE kernel, run on the CPU through Triton's interpreter.
+"""The fused Triton RoPE kernels, run on the CPU through Triton's interpreter.
 
-``TRITON_INTERPRET=1`` must be set before ``posenc.triton_rope`` decorates its
-kernels, so it is set here, before that module is imported (and the module is
-reloaded if another test module imported it first). Every check compares the
-kernel with posenc's torch path or with a float64 reference: forward and
+``tests/conftest.py`` sets ``TRITON_INTERPRET=1`` where there is no GPU, before
+``posenc.triton_rope`` first decorates its kernels. Every check compares the
+kernels with posenc's torch path or with a float64 reference: forward and
 backward, both layouts, float32/float16/bfloat16, odd lengths, offsets and
 position tensors, grouped-query head counts, in place and out of place.
 """
 
+import json
 import os
+import subprocess
+import sys
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import importlib  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-pytest.importorskip("triton")
-
-import posenc.triton_rope as triton_rope  # noqa: E402
-from posenc import (  # noqa: E402
+import posenc.triton_rope as triton_rope
+from posenc import (
     ROPE_BACKENDS,
     ROPE_LAYOUTS,
     RotaryEmbedding,
@@ -33,18 +26,18 @@ from posenc import (  # noqa: E402
     rope_cos_sin,
     rope_inv_freq,
 )
-
-if os.environ["TRITON_INTERPRET"] != "1":  # pragma: no cover - a GPU run that set it otherwise
-    pytest.skip("these tests run the kernel through the interpreter", allow_module_level=True)
-if type(triton_rope._rope_kernel).__name__ != "InterpretedFunction":  # imported before the variable was set
-    importlib.reload(triton_rope)
-
-from posenc.triton_rope import (  # noqa: E402
+from posenc.benchmark import rope_reference
+from posenc.triton_rope import (
     TRITON_DTYPES,
+    interpreter_mode,
+    launch,
     rope_qk_triton,
-    rope_reference,
     split_frequencies,
 )
+
+pytest.importorskip("triton")
+if not interpreter_mode():  # pragma: no cover - a GPU run: these tests use CPU tensors
+    pytest.skip("these tests run the kernel through the interpreter", allow_module_level=True)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Largest difference allowed from the torch path: both round float32 values that agree to a few float32
@@ -178,10 +171,18 @@ def test_every_output_element_is_written_over_poison():
     for interleaved in (False, True):
         q_out = torch.full_like(q, float("nan"))
         k_out = torch.full_like(k, float("nan"))
-        triton_rope._launch(q, q_out, k, k_out, interleaved=interleaved, offset=3, freqs=(f_hi, f_lo))
+        launch._launch_angles(q, q_out, k, k_out, (f_hi, f_lo), positions=None, offset=3, scale=1.0,
+                              interleaved=interleaved)
         assert torch.isfinite(q_out).all() and torch.isfinite(k_out).all()
         layout = "interleaved" if interleaved else "half"
         assert_close(q_out, RotaryEmbedding(12, layout=layout, backend="torch")(q, k, offset=3)[0])
+    x = randn(1, 40, 2, 128, dtype=torch.bfloat16)  # 40 heads: the table kernel's head loop runs twice
+    for layout in ROPE_LAYOUTS:
+        cos, sin = rope_cos_sin(torch.arange(2), 128, layout=layout)  # [s, d]
+        out = torch.full_like(x, float("nan"))
+        launch._launch_table(x, out, cos.expand(x.shape), sin.expand(x.shape), interleaved=layout == "interleaved")
+        assert torch.isfinite(out).all()
+        assert torch.equal(out, apply_rope(x, cos, sin, layout=layout, backend="torch"))
 
 
 def test_in_place_returns_the_inputs_rotated():
@@ -352,7 +353,8 @@ def test_auto_uses_triton_when_tensors_qualify(monkeypatch):
 
 def test_import_posenc_and_cpu_rotation_never_import_triton():
     code = (
-        "import sys, torch, posenc\n"
+        "import sys, torch, posenc, posenc.triton_rope\n"
+        "assert 'triton' not in sys.modules, 'importing posenc.triton_rope imported triton'\n"
         "m = posenc.RotaryEmbedding(8)\n"
         "m(torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8))\n"
         "c, s = posenc.rope_cos_sin(torch.arange(3), 8)\n"
@@ -424,15 +426,24 @@ def test_triton_table_mode_refuses_what_it_cannot_do():
         apply_rope(torch.randn(3, 8, dtype=torch.float64), cos, sin, backend="triton")
     with pytest.raises(ValueError, match=r"x must have at most 4 dims for backend='triton', got \(1, 1, 1, 3, 8\)"):
         apply_rope(torch.randn(1, 1, 1, 3, 8), cos, sin, backend="triton")
+    with pytest.raises(ValueError, match=r"cos and sin must have one shape, got cos \(3, 8\) and sin \(1, 3, 8\)"):
+        triton_rope.apply_rope_triton(torch.randn(3, 8), cos, sin[None])
     with pytest.raises(ValueError, match=r"does not differentiate with respect to cos and sin"):
         apply_rope(torch.randn(3, 8), cos.requires_grad_(), sin, backend="triton")
 
 
 def test_triton_backend_needs_cuda_tensors_outside_the_interpreter(monkeypatch):
-    monkeypatch.setattr(triton_rope, "interpreter_mode", lambda: False)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert not interpreter_mode()
     q, k = qk(1, 2, 1, 3, 8, torch.float32)
     with pytest.raises(ValueError, match=r"backend='triton' needs CUDA tensors .* got a tensor on cpu"):
         RotaryEmbedding(8, backend="triton")(q, k)
-    monkeypatch.setattr(triton_rope, "triton", None)
+    cos, sin = rope_cos_sin(torch.arange(3), 8)
+    with pytest.raises(ValueError, match=r"backend='triton' needs CUDA tensors .* got a tensor on cpu"):
+        apply_rope(q, cos, sin, backend="triton")
+    monkeypatch.setattr(launch, "kernel", None)  # as where Triton is not installed
+    assert not triton_rope.triton_available()
     with pytest.raises(ValueError, match=r"backend='triton' needs the triton package"):
         RotaryEmbedding(8, backend="triton")(q, k)
+    with pytest.raises(ValueError, match=r"backend='triton' needs the triton package"):
+        apply_rope(q, cos, sin, backend="triton")

@@ -20,13 +20,15 @@ from posenc import (
     MultiHeadSelfAttention,
     RotaryEmbedding,
     ShawRelativeAttention,
+    ShawRelativeEmbeddings,
     SinusoidalPositionalEncoding,
     T5RelativeBias,
+    TinyConfig,
     TinyTransformer,
     TransformerXLRelativeAttention,
     sinusoidal_table,
 )
-from posenc.tutorial import TutorialPositionalEncoding, tutorial_table
+from posenc_book.tutorial import TutorialPositionalEncoding, tutorial_table
 
 even_dims = st.integers(1, 16).map(lambda n: 2 * n)
 
@@ -233,6 +235,7 @@ def _compile_examples():
             "positions": torch.arange(12) * 0.5}),
         "multi-head attention": (MultiHeadSelfAttention, lambda: MultiHeadSelfAttention(16, 2), (x,), {"causal": True}),
         "shaw": (ShawRelativeAttention, lambda: ShawRelativeAttention(16, 2), (x,), {"causal": True}),
+        "shaw tables": (ShawRelativeEmbeddings, lambda: ShawRelativeEmbeddings(8, 4), (12, 12), {"offset": 0}),
         "transformer-xl": (TransformerXLRelativeAttention, lambda: TransformerXLRelativeAttention(16, 2), (x,), {
             "memory": x}),
         "t5 bias": (T5RelativeBias, lambda: T5RelativeBias(2), (12, 12), {"offset": 0}),
@@ -240,7 +243,7 @@ def _compile_examples():
         # Known graph breaks: a data-dependent branch on tensor values, which fullgraph refuses.
         "rotary, integer positions": (RotaryEmbedding, lambda: RotaryEmbedding(8), (qk, qk), {
             "positions": torch.arange(12)}),
-        "tiny transformer": (TinyTransformer, lambda: TinyTransformer(16, dim=16), (tokens,), {}),
+        "tiny transformer": (TinyTransformer, lambda: TinyTransformer(TinyConfig(16, dim=16)), (tokens,), {}),
     }
 
 

@@ -1,4 +1,4 @@
-"""The command line of the length extrapolation experiments (:mod:`posenc.extrapolation`).
+"""The command line of the length extrapolation experiments (:mod:`posenc.experiments.extrapolation`).
 
 ::
 
@@ -8,7 +8,9 @@ trains one tiny Transformer per position scheme, task and seed, evaluates it
 at multiples of the training length, shows a progress bar on stderr (tqdm)
 and writes the results with their configuration, versions and date as JSON.
 ``--help`` lists the options; their defaults are those of
-:class:`posenc.ExperimentConfig`.
+:class:`posenc.ExperimentConfig`, except ``--out``, ``experiments.json`` in the
+current directory. ``python -m posenc.experiments`` runs :func:`main`
+(``posenc/experiments/__main__.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._checks import check_positive_int
+from .._checks import check_positive_int
 from .extrapolation import DEFAULT_OUT, ExperimentConfig, run_experiments
 from .tasks import TASKS
 
@@ -74,6 +76,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {len(results['runs'])} runs to {out}", file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,7 +16,7 @@ Two decisions fix what "trained length" means:
   error, never as accuracy 0. For ``"rope_pi"`` it is the trained length that
   longer inputs are compressed into: the factor is ``n / max_len`` for an
   input of ``n`` tokens, chosen when the input arrives
-  (:class:`posenc.schemes.RopePIScheme`).
+  (:class:`posenc.experiments.schemes.RopePIScheme`).
 * ``"lookup"`` is built with ``max_length`` equal to the longest evaluation
   length, so every evaluation length can be queried. Queries for positions
   at or past ``train_length`` use query tokens that never occurred in
@@ -24,7 +24,8 @@ Two decisions fix what "trained length" means:
 
 Results are a JSON document (see :func:`run_experiments`) with the full
 configuration, the software versions and the date. The command line
-(:mod:`posenc.experiments`) runs an experiment and writes that document::
+(``python -m posenc.experiments``, :mod:`posenc.experiments.cli`) runs an
+experiment and writes that document::
 
     python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json
 """
@@ -45,9 +46,16 @@ from pathlib import Path
 
 import torch
 
-from ._checks import check_choice, check_nonnegative_int, check_positive_int, check_positive_number
+from .._checks import check_choice, check_heads, check_nonnegative_int, check_positive_int, check_positive_number
+from .model import TinyConfig, TinyTransformer
+from .schemes import position_schemes
 from .tasks import TASKS, Task, make_task
-from .tiny import TinyTransformer, position_schemes, tiny_accuracy, train_tiny
+from .train import tiny_accuracy, train_tiny
+
+__all__ = [
+    "ALL_SCHEMES", "DEFAULT_OUT", "SCHEMA", "ExperimentConfig", "build_task", "environment", "experiment_summary",
+    "load_experiments", "run_experiments", "train_and_evaluate",
+]
 
 #: Identifies the layout of the JSON document; bumped when it changes.
 SCHEMA = "posenc.experiments/1"
@@ -55,7 +63,7 @@ SCHEMA = "posenc.experiments/1"
 #: The schemes of the book, in the order the chapter shows them.
 ALL_SCHEMES = ("none", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "rope_pi")
 
-#: Where the command writes by default, relative to the repository root.
+#: Where the command writes by default, relative to the current directory.
 DEFAULT_OUT = Path("experiments.json")  # the book's recorded copy is posenc_book/data/experiments.json
 
 
@@ -86,7 +94,11 @@ class ExperimentConfig:
     Runs are the product ``schemes x tasks x seeds``. The model is the tiny
     Transformer of chapter 4 with ``num_heads=4`` (ALiBi's slopes need a few
     heads: with 2 they are 1/16 and 1/256, too flat to single out a
-    neighbour), trained with :func:`posenc.train_tiny`.
+    neighbour), trained with :func:`posenc.train_tiny`. The configuration
+    holds the model's sizes (``causal``, ``dim``, ``num_heads``,
+    ``num_layers``); ``model_config`` makes the :class:`posenc.TinyConfig` of
+    one run from them. The fields are those of the saved JSON documents
+    (schema ``posenc.experiments/1``), in the same order.
 
     Args:
         schemes: Registered position schemes (:func:`posenc.position_schemes`).
@@ -143,13 +155,26 @@ class ExperimentConfig:
         if not isinstance(self.causal, bool):
             raise ValueError(f"causal must be True or False, got {self.causal!r}")
         check_positive_number("lr", self.lr)
-        if self.dim % self.num_heads:
-            raise ValueError(f"dim must be divisible by num_heads, got dim={self.dim}, num_heads={self.num_heads}")
+        check_heads(self.dim, self.num_heads)
 
     @property
     def eval_lengths(self) -> tuple[int, ...]:
         """Data tokens of the evaluation inputs, ``train_length * m`` per multiplier."""
         return tuple(self.train_length * m for m in self.multipliers)
+
+    def model_config(self, scheme: str, task: Task, seed: int) -> TinyConfig:
+        """The tiny Transformer of one run: ``max_len`` is the number of tokens of a training input.
+
+        Args:
+            scheme: The position scheme.
+            task: The task, as :func:`~posenc.experiments.build_task` makes it (it gives the
+                vocabulary and the input length).
+            seed: Seed of the initial weights.
+        """
+        return TinyConfig(
+            task.vocab_size, scheme=scheme, dim=self.dim, num_heads=self.num_heads, num_layers=self.num_layers,
+            max_len=task.seq_len(self.train_length), causal=self.causal, seed=seed,
+        )
 
     def to_dict(self) -> dict:
         """The configuration as JSON-ready values (lists for tuples)."""
@@ -181,6 +206,21 @@ def build_task(config: ExperimentConfig, name: str) -> Task:
     return make_task(name)
 
 
+def _evaluate(config: ExperimentConfig, model: TinyTransformer, task: Task) -> list[dict]:
+    """Accuracy at every evaluation length of ``config``, or ``"cannot run"`` past a learned table."""
+    evaluations = []
+    for multiplier, length in zip(config.multipliers, config.eval_lengths, strict=True):
+        entry = {"multiplier": multiplier, "length": length, "seq_len": task.seq_len(length)}
+        try:
+            accuracy = tiny_accuracy(model, task, length=length, num_examples=config.num_examples,
+                                     seed=config.eval_seed)
+            entry |= {"status": "ok", "accuracy": accuracy}
+        except IndexError as err:  # past a learned table
+            entry |= {"status": "cannot run", "accuracy": None, "reason": str(err)}
+        evaluations.append(entry)
+    return evaluations
+
+
 def train_and_evaluate(
     config: ExperimentConfig, scheme: str, task: str, seed: int
 ) -> tuple[dict, TinyTransformer]:
@@ -203,39 +243,24 @@ def train_and_evaluate(
     if seed not in config.seeds:
         raise ValueError(f"seed must be one of {list(config.seeds)}; got {seed!r}")
     the_task = build_task(config, task)
-    max_len = the_task.seq_len(config.train_length)
-    model = TinyTransformer(
-        the_task.vocab_size, scheme=scheme, dim=config.dim, num_heads=config.num_heads,
-        num_layers=config.num_layers, max_len=max_len, causal=config.causal, seed=seed,
-    )
+    model = TinyTransformer(config.model_config(scheme, the_task, seed))
     start = time.perf_counter()
     losses = train_tiny(
         model, the_task, steps=config.steps, length=config.train_length, batch_size=config.batch_size,
         lr=config.lr, warmup=config.warmup, seed=seed,
     )
     seconds = time.perf_counter() - start
-    evaluations = []
-    for multiplier, length in zip(config.multipliers, config.eval_lengths, strict=True):
-        entry = {"multiplier": multiplier, "length": length, "seq_len": the_task.seq_len(length)}
-        try:
-            accuracy = tiny_accuracy(
-                model, the_task, length=length, num_examples=config.num_examples, seed=config.eval_seed
-            )
-            entry |= {"status": "ok", "accuracy": accuracy}
-        except IndexError as err:  # past a learned table
-            entry |= {"status": "cannot run", "accuracy": None, "reason": str(err)}
-        evaluations.append(entry)
     record = {
         "scheme": scheme,
         "task": task,
         "seed": seed,
         "task_repr": repr(the_task),
         "chance": the_task.chance,
-        "max_len": max_len,
+        "max_len": model.max_len,
         "parameters": sum(p.numel() for p in model.parameters()),
         "losses": losses[:: max(1, config.steps // 30)] + [losses[-1]],
         "final_loss": losses[-1],
-        "evaluations": evaluations,
+        "evaluations": _evaluate(config, model, the_task),
         "train_seconds": round(seconds, 3),
     }
     return record, model
@@ -243,7 +268,7 @@ def train_and_evaluate(
 
 def environment() -> dict:
     """Software, machine and date of a run, as stored with the results."""
-    from . import __version__
+    from .. import __version__
 
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -281,6 +306,7 @@ def _progress(total: int, enabled: bool):
 
 
 def _run_job(config: ExperimentConfig, scheme: str, task: str, seed: int) -> dict:
+    """One run's record; a module-level function, so that worker processes find it by its qualified name."""
     return train_and_evaluate(config, scheme, task, seed)[0]
 
 
@@ -321,21 +347,8 @@ def run_experiments(config: ExperimentConfig, *, progress: bool = False, jobs: i
     check_positive_int("jobs", jobs)
     pending_runs = [(scheme, task, seed) for task in config.tasks for scheme in config.schemes for seed in config.seeds]
     bar = _progress(len(pending_runs), progress)
-    runs: dict[tuple, dict] = {}
     try:
-        if jobs == 1:
-            for job in pending_runs:
-                bar.set_postfix_str(" ".join(map(str, job)))
-                runs[job] = _run_job(config, *job)
-                bar.update(1)
-        else:
-            context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-                futures = {pool.submit(_run_job, config, *job): job for job in pending_runs}
-                for future in as_completed(futures):
-                    runs[futures[future]] = future.result()
-                    bar.set_postfix_str(" ".join(map(str, futures[future])))
-                    bar.update(1)
+        runs = _run_all(config, pending_runs, jobs, bar)
     finally:
         bar.close()
     return {
@@ -344,6 +357,25 @@ def run_experiments(config: ExperimentConfig, *, progress: bool = False, jobs: i
         "environment": environment(),
         "runs": [runs[job] for job in pending_runs],
     }
+
+
+def _run_all(config: ExperimentConfig, jobs_to_run: list[tuple], jobs: int, bar) -> dict[tuple, dict]:
+    """The record of every ``(scheme, task, seed)``, run here or in ``jobs`` spawned processes."""
+    runs: dict[tuple, dict] = {}
+    if jobs == 1:
+        for job in jobs_to_run:
+            bar.set_postfix_str(" ".join(map(str, job)))
+            runs[job] = _run_job(config, *job)
+            bar.update(1)
+        return runs
+    context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {pool.submit(_run_job, config, *job): job for job in jobs_to_run}
+        for future in as_completed(futures):
+            runs[futures[future]] = future.result()
+            bar.set_postfix_str(" ".join(map(str, futures[future])))
+            bar.update(1)
+    return runs
 
 
 def load_experiments(path) -> dict:
@@ -409,18 +441,20 @@ def experiment_summary(results: dict) -> list[dict]:
             if not runs:
                 continue
             for i, (multiplier, length) in enumerate(zip(config.multipliers, config.eval_lengths, strict=True)):
-                evals = [run["evaluations"][i] for run in runs]
-                statuses = {e["status"] for e in evals}
-                if len(statuses) > 1:
-                    raise ValueError(f"{task}/{scheme} at length {length}: some seeds ran and some did not")
-                row = {"task": task, "scheme": scheme, "multiplier": multiplier, "length": length,
-                       "status": statuses.pop(), "n": len(evals)}
-                if row["status"] == "ok":
-                    acc = torch.tensor([e["accuracy"] for e in evals], dtype=torch.float64)
-                    std = acc.std().item() if len(evals) > 1 else 0.0
-                    row |= {"accuracies": acc.tolist(), "mean": acc.mean().item(), "std": std,
-                            "min": acc.min().item(), "max": acc.max().item()}
-                else:
-                    row |= {"accuracies": [None] * len(evals), "mean": None, "std": None, "min": None, "max": None}
-                rows.append(row)
+                cell = {"task": task, "scheme": scheme, "multiplier": multiplier, "length": length}
+                rows.append(_summary_row(cell, [run["evaluations"][i] for run in runs]))
     return rows
+
+
+def _summary_row(cell: dict, evals: list[dict]) -> dict:
+    """``cell`` (task, scheme, multiplier, length) with the statistics of its evaluations, one per seed."""
+    statuses = {e["status"] for e in evals}
+    if len(statuses) > 1:
+        raise ValueError(f"{cell['task']}/{cell['scheme']} at length {cell['length']}: some seeds ran and some did not")
+    row = cell | {"status": statuses.pop(), "n": len(evals)}
+    if row["status"] != "ok":
+        return row | {"accuracies": [None] * len(evals), "mean": None, "std": None, "min": None, "max": None}
+    acc = torch.tensor([e["accuracy"] for e in evals], dtype=torch.float64)
+    std = acc.std().item() if len(evals) > 1 else 0.0  # sample standard deviation, n - 1 in the denominator
+    return row | {"accuracies": acc.tolist(), "mean": acc.mean().item(), "std": std, "min": acc.min().item(),
+                  "max": acc.max().item()}

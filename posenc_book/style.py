@@ -1,6 +1,6 @@
 """The one matplotlib style the book's figures share.
 
-Matplotlib is needed only here; the rest of ``posenc`` depends on torch alone.
+Matplotlib is needed only by the book; ``posenc`` itself depends on torch alone.
 """
 
 from __future__ import annotations

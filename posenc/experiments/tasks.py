@@ -1,4 +1,4 @@
-"""Synthetic order-sensitive tasks for the tiny Transformer.
+"""Synthetic order-sensitive tasks for the tiny Transformer (:class:`posenc.TinyTransformer`).
 
 Each task draws random sequences of ``num_symbols`` data tokens from a
 ``torch.Generator`` and says, per position, which token the model must output.
@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_choice, check_nonnegative_int, check_positive_int
+from .._checks import check_choice, check_nonnegative_int, check_positive_int
+
+__all__ = ["IGNORE", "TASKS", "LookupTask", "ReverseTask", "ShiftTask", "Task", "TaskBatch", "make_task"]
 
 #: Target value for positions without an answer (cross_entropy's ignore_index).
 IGNORE = -100

@@ -1,0 +1,479 @@
+"""Where a position encoding acts on the tiny Transformer: the hooks, the registry and the eight schemes.
+
+A :class:`PositionScheme` has one hook per place a position encoding can act
+(``embed``, ``score_bias``, ``rotate``, ``attend``). The eight schemes of the
+book, registered when :mod:`posenc.experiments` is imported:
+
+* ``"none"`` (:class:`NoPositions`), ``"sinusoidal"`` and ``"learned"``:
+  nothing, or absolute vectors added to the token embeddings.
+* ``"shaw"``: Shaw et al. 2018, clipped relative embeddings on keys and values.
+* ``"t5"``: Raffel et al. 2020, a learned bias per head and bucket.
+* ``"alibi"``: Press et al. 2022, a fixed linear penalty on the distance.
+* ``"rope"``: Su et al. 2021, and ``"rope_pi"``, RoPE with linear position
+  interpolation (Chen et al. 2023): queries and keys rotated by their positions.
+
+The relative schemes hold one set of position parameters for the whole model,
+shared by all layers (and, for Shaw, by all heads), as T5 does with its bias,
+and ignore the ``offset`` the hooks receive (RoPE up to rounding).
+
+:func:`make_position_scheme` calls a registered factory with those of the
+model's keywords ``dim``, ``num_heads``, ``max_len`` and ``causal`` that its
+signature names, plus the scheme's own options; an option the factory does not
+name is an error, not silently dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+
+import torch
+from torch import nn
+
+from .._checks import check_choice, check_heads, check_nonnegative_int, check_positive_int
+from ..alibi import ALiBiBias
+from ..attention import scaled_dot_product_attention
+from ..learned import LearnedPositionalEmbedding
+from ..relative import ShawRelativeEmbeddings, relative_scores, relative_values
+from ..rotary import apply_rope, rope_cos_sin
+from ..rotary_embedding import RotaryEmbedding
+from ..sinusoidal import SinusoidalPositionalEncoding
+from ..t5 import T5RelativeBias
+
+__all__ = [
+    "COMMON_KEYWORDS", "ALiBiScheme", "LearnedScheme", "NoPositions", "PositionScheme", "RopePIScheme", "RopeScheme",
+    "SchemeFactory", "ShawScheme", "SinusoidalScheme", "T5Scheme", "check_scheme_options", "make_position_scheme",
+    "position_schemes", "register_position_scheme",
+]
+
+#: The model's keywords, passed to every factory whose signature names them.
+COMMON_KEYWORDS = ("dim", "num_heads", "max_len", "causal")
+
+
+class PositionScheme(nn.Module):
+    """Where a position encoding acts on the tiny Transformer: four hooks, each a no-op by default.
+
+    * ``embed``: absolute schemes add a vector per position to the token
+      embeddings (sinusoidal, learned).
+    * ``score_bias``: a bias on the attention scores of every layer, computed
+      once per forward pass (T5, ALiBi).
+    * ``rotate``: queries and keys are transformed in every layer (RoPE).
+    * ``attend``: the attention itself, for terms that are neither a bias nor
+      a rotation (Shaw et al.'s query-dependent key term and value term).
+
+    Subclasses override the hooks they need. One instance is shared by all
+    layers of a model; parameters it holds are trained with the model.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Return the token embeddings ``x [b, s, dim]`` with position information added (default: ``x``)."""
+        return x
+
+    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor | None:
+        """Return an additive bias on the attention scores, or ``None``.
+
+        Args:
+            q_len: Number of queries.
+            k_len: Number of keys.
+            offset: Position of the first key; the queries are the last
+                ``q_len`` positions ``offset + k_len - q_len ..``.
+
+        Returns:
+            ``[h, q_len, k_len]`` (or anything broadcastable to
+            ``[b, h, q_len, k_len]``), or ``None`` for no bias (the default).
+        """
+        return None
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Transform queries ``[b, h, q_len, head_dim]`` and keys ``[b, h, k_len, head_dim]``.
+
+        ``offset`` is as in :meth:`posenc.PositionScheme.score_bias`. Returns ``(q, k)`` of the same
+        shapes; the default returns them unchanged.
+        """
+        return q, k
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, bias: torch.Tensor | None = None,
+        causal: bool = False, offset: int = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention of every layer, after ``rotate``; override it for terms that are neither bias nor rotation.
+
+        Args:
+            q: Queries ``[b, h, q_len, head_dim]``.
+            k: Keys ``[b, h, k_len, head_dim]``.
+            v: Values ``[b, h, k_len, head_dim]``.
+            bias: The result of :meth:`posenc.PositionScheme.score_bias`, or ``None``.
+            causal: Whether the model's attention is causal.
+            offset: Position of the first key, as in :meth:`posenc.PositionScheme.score_bias`.
+
+        Returns:
+            ``(out [b, h, q_len, head_dim], weights [b, h, q_len, k_len])``;
+            the default is :func:`posenc.scaled_dot_product_attention`.
+        """
+        return scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+
+
+# ---------------------------------------------------------------------------
+# Absolute schemes
+
+
+class NoPositions(PositionScheme):
+    """No position information at all: attention sees a set of tokens."""
+
+
+class SinusoidalScheme(PositionScheme):
+    """The fixed sinusoidal encoding added to the token embeddings (Vaswani et al. 2017).
+
+    Args:
+        dim: Model dimension, even.
+        max_len: Rows computed up front; the table grows on demand.
+        base: Frequency base.
+        layout: ``"interleaved"`` or ``"concat"``.
+    """
+
+    def __init__(self, *, dim: int, max_len: int = 512, base: float = 10000.0, layout: str = "interleaved") -> None:
+        super().__init__()
+        self.encoding = SinusoidalPositionalEncoding(dim, base=base, layout=layout, initial_len=max_len)
+
+    def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return self.encoding(x, offset=offset)
+
+
+class LearnedScheme(PositionScheme):
+    """A trained table of ``max_len`` position vectors added to the token embeddings.
+
+    Args:
+        dim: Model dimension.
+        max_len: Rows of the table: the longest input (plus offset) the model
+            accepts.
+        std: Standard deviation of the initial table.
+        truncated: Truncated-normal initialisation (BERT's).
+    """
+
+    def __init__(self, *, dim: int, max_len: int, std: float = 0.02, truncated: bool = False) -> None:
+        super().__init__()
+        self.table = LearnedPositionalEmbedding(max_len, dim, std=std, truncated=truncated)
+
+    def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return self.table(x, offset=offset)
+
+
+# ---------------------------------------------------------------------------
+# Relative schemes
+
+
+class ShawScheme(PositionScheme):
+    """Shaw et al. 2018: clipped relative embeddings added to the keys and to the values.
+
+    The key term ``q_i . a^K_ij`` depends on the query, and the value term
+    ``sum_j alpha_ij a^V_ij`` is added to the attention output: neither is a
+    bias or a rotation, so the scheme overrides ``attend``. It computes the
+    same attention as :class:`posenc.ShawRelativeAttention` (with the
+    projections left to the tiny Transformer), and holds the same tables,
+    ``posenc.relative.ShawRelativeEmbeddings``.
+
+    Args:
+        dim: Model dimension, divisible by ``num_heads``.
+        num_heads: Number of heads.
+        max_relative_position: Clipping distance ``k``, >= 0: relative positions
+            beyond ``+-k`` share the embedding of ``+-k``.
+    """
+
+    def __init__(self, *, dim: int, num_heads: int, max_relative_position: int = 16) -> None:
+        super().__init__()
+        self.head_dim = check_heads(dim, num_heads)
+        self.relative = ShawRelativeEmbeddings(self.head_dim, max_relative_position)  # w^K, w^V
+
+    @property
+    def max_relative_position(self) -> int:
+        return self.relative.max_relative_position
+
+    @property
+    def rel_k(self) -> nn.Parameter:
+        """``w^K``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
+        return self.relative.rel_k
+
+    @property
+    def rel_v(self) -> nn.Parameter:
+        """``w^V``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
+        return self.relative.rel_v
+
+    def relative_embeddings(self, q_len: int, k_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The key and value tables ``[q_len + k_len - 1, head_dim]`` for queries at the last ``q_len`` keys.
+
+        Row ``c`` belongs to the relative position ``c - (k_len - 1)``, clipped
+        to ``[-k, k]``; the absolute positions do not enter.
+        """
+        return self.relative.tables(q_len, k_len, offset=k_len - q_len)
+
+    def attend(self, q, k, v, *, bias=None, causal=False, offset=0):
+        """Shaw attention: ``q_i . a^K_ij / sqrt(d_h)`` joins ``bias``; ``sum_j alpha_ij a^V_ij`` joins the output.
+
+        Shapes as :meth:`posenc.PositionScheme.attend`; ``offset`` is ignored.
+        """
+        a_k, a_v = self.relative_embeddings(q.shape[-2], k.shape[-2])  # [q + k - 1, dh] each
+        key_term = relative_scores(q, a_k.to(q.dtype)) / math.sqrt(self.head_dim)  # [b, h, q, k]
+        bias = key_term if bias is None else key_term + bias
+        out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+        return out + relative_values(weights, a_v.to(weights.dtype)), weights  # [b, h, q, dh]
+
+
+class T5Scheme(PositionScheme):
+    """Raffel et al. 2020: a learned bias per head and bucket of relative positions.
+
+    Bidirectional buckets for a bidirectional model, causal ones for a causal
+    model (:func:`posenc.t5_relative_position_bucket`).
+
+    Args:
+        num_heads: Number of heads.
+        causal: Whether the model is causal.
+        num_buckets: Number of buckets (32 in T5).
+        max_distance: Distance from which on all relative positions share a
+            bucket (128 in T5).
+    """
+
+    def __init__(self, *, num_heads: int, causal: bool = False, num_buckets: int = 32, max_distance: int = 128) -> None:
+        super().__init__()
+        self.bias = T5RelativeBias(
+            num_heads, bidirectional=not causal, num_buckets=num_buckets, max_distance=max_distance
+        )
+
+    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor:
+        """T5's bias ``[h, q_len, k_len]`` for queries at the last ``q_len`` keys; ``offset`` is ignored."""
+        return self.bias(q_len, k_len, offset=k_len - q_len)  # [h, q, k]
+
+
+class ALiBiScheme(PositionScheme):
+    """Press et al. 2022: ``-m_h`` times the distance on the scores, nothing learned.
+
+    A causal model gets the paper's bias (past keys only, with the causal
+    mask); a bidirectional one the symmetric ``-m_h |i - j|``, which cannot
+    tell a key on the left from one at the same distance on the right.
+
+    Args:
+        num_heads: Number of heads.
+        causal: Whether the model is causal.
+    """
+
+    def __init__(self, *, num_heads: int, causal: bool = False) -> None:
+        super().__init__()
+        self.bias = ALiBiBias(num_heads, causal=causal)
+
+    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor:
+        """ALiBi's bias ``[h, q_len, k_len]`` for queries at the last ``q_len`` keys; ``offset`` is ignored."""
+        return self.bias(q_len, k_len, offset=k_len - q_len)  # [h, q, k]
+
+
+# ---------------------------------------------------------------------------
+# Rotary schemes
+
+
+class RopeScheme(PositionScheme):
+    """Su et al. 2021: queries and keys rotated by their positions in every layer.
+
+    Args:
+        dim: Model dimension, divisible by ``num_heads``, with an even head
+            dimension.
+        num_heads: Number of heads.
+        base: Frequency base (``rope_theta``).
+        layout: ``"half"`` or ``"interleaved"``.
+    """
+
+    def __init__(self, *, dim: int, num_heads: int, base: float = 10000.0, layout: str = "half") -> None:
+        super().__init__()
+        self.rotary = RotaryEmbedding(check_heads(dim, num_heads), base=base, layout=layout)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q`` and ``k`` ``[b, h, s, head_dim]`` rotated by the positions ``offset .. offset + s - 1``."""
+        return self.rotary(q, k, offset=offset)
+
+
+class RopePIScheme(RopeScheme):
+    """RoPE with linear position interpolation (Chen et al. 2023), decided at every forward pass.
+
+    Up to the trained length ``max_len`` it is :class:`RopeScheme`, bit for
+    bit, so a model trained on inputs of at most ``max_len`` tokens is the
+    same model with either scheme. A longer input, whose last position is
+    ``n - 1`` with ``n = offset + seq_len > max_len``, is rotated with
+    ``scaling={"rope_type": "linear", "factor": n / max_len}``
+    (:func:`posenc.rope_cos_sin`): positions are divided by the factor and
+    span ``[0, max_len)``, the range seen in training, at the cost of
+    fractional positions that training never saw. Chen et al. fine-tune
+    briefly after the change; here nothing is fine-tuned.
+
+    Args:
+        dim: Model dimension, divisible by ``num_heads``.
+        num_heads: Number of heads.
+        max_len: The trained length: the longest input rotated unchanged.
+        factor: ``None`` (default) for ``max(1, n / max_len)``, chosen per
+            forward pass, or a fixed factor >= 1 used at every length.
+        base: Frequency base.
+        layout: ``"half"`` or ``"interleaved"``.
+    """
+
+    def __init__(
+        self, *, dim: int, num_heads: int, max_len: int, factor: float | None = None, base: float = 10000.0,
+        layout: str = "half",
+    ) -> None:
+        super().__init__(dim=dim, num_heads=num_heads, base=base, layout=layout)
+        self.max_len = check_positive_int("max_len", max_len)
+        if factor is not None:
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1.0 <= factor < math.inf:
+                raise ValueError(f"factor must be None or a finite number >= 1, got {factor!r}")
+            factor = float(factor)
+        self.factor = factor
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, factor={self.factor}"
+
+    def factor_for(self, length: int) -> float:
+        """The interpolation factor for positions ``0 .. length - 1``: ``max(1, length / max_len)`` or the fixed one."""
+        check_positive_int("length", length)
+        return self.factor if self.factor is not None else max(1.0, length / self.max_len)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :class:`RopeScheme`, with positions divided by :meth:`factor_for` of ``offset + s``."""
+        check_nonnegative_int("offset", offset)
+        seq_len = q.shape[-2]
+        factor = self.factor_for(offset + seq_len)
+        if factor == 1.0:
+            return super().rotate(q, k, offset)
+        rotary = self.rotary
+        positions = torch.arange(offset, offset + seq_len, device=q.device)  # [s]
+        cos, sin = rope_cos_sin(
+            positions, rotary.head_dim, base=rotary.base, layout=rotary.layout,
+            scaling={"rope_type": "linear", "factor": factor},
+            dtype=torch.float64 if q.dtype == torch.float64 else torch.float32,
+        )  # [s, dh] each
+        return apply_rope(q, cos, sin, layout=rotary.layout), apply_rope(k, cos, sin, layout=rotary.layout)
+
+
+# ---------------------------------------------------------------------------
+# The registry
+
+SchemeFactory = Callable[..., PositionScheme]
+_SCHEMES: dict[str, SchemeFactory] = {}
+
+
+def register_position_scheme(name: str, factory: SchemeFactory | None = None, *, replace: bool = False):
+    """Make a position scheme available to :class:`posenc.TinyTransformer` under ``name``.
+
+    Use as a call, ``register_position_scheme("alibi", ALiBiScheme)``, or as a
+    class decorator, ``@register_position_scheme("alibi")``.
+
+    Args:
+        name: The scheme's name, a non-empty string.
+        factory: A callable (usually a :class:`PositionScheme` subclass) that
+            returns the scheme. It receives those of the keywords ``dim``,
+            ``num_heads``, ``max_len`` and ``causal`` that its signature names
+            (all four if it takes ``**kwargs``), plus the scheme's options.
+        replace: Allow replacing a scheme already registered under ``name``.
+
+    Returns:
+        ``factory`` (or, without it, a decorator that registers and returns it).
+
+    Raises:
+        ValueError: If ``name`` is not a non-empty string, is taken and
+            ``replace`` is false, or ``factory`` is not callable.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+
+    def register(f: SchemeFactory) -> SchemeFactory:
+        if not callable(f):
+            raise ValueError(f"factory for scheme {name!r} must be callable, got {f!r}")
+        if name in _SCHEMES and not replace:
+            raise ValueError(f"position scheme {name!r} is already registered; pass replace=True to replace it")
+        _SCHEMES[name] = f
+        return f
+
+    return register if factory is None else register(factory)
+
+
+def position_schemes() -> tuple[str, ...]:
+    """The names of the registered position schemes, sorted."""
+    return tuple(sorted(_SCHEMES))
+
+
+def _keywords(factory: SchemeFactory) -> tuple[set[str], bool]:
+    """The keywords ``factory`` names, and whether it also takes any other (``**kwargs``)."""
+    try:
+        parameters = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: let the factory decide
+        return set(), True
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named, any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def check_scheme_options(name: str, options: Mapping[str, object]) -> dict[str, object]:
+    """Return ``options`` as a dict if the scheme registered under ``name`` takes every one of them.
+
+    Raises:
+        ValueError: If ``name`` is not registered, ``options`` is not a mapping
+            of keyword names, names one of the model's keywords (``dim``,
+            ``num_heads``, ``max_len``, ``causal``), or names an option the
+            scheme does not take (the message lists those it takes).
+    """
+    check_choice("scheme", name, position_schemes())
+    if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
+        raise ValueError(f"scheme options must be a mapping from option names to values, got {options!r}")
+    model_keywords = [key for key in COMMON_KEYWORDS if key in options]
+    if model_keywords:
+        raise ValueError(f"{model_keywords} are set by the model, not by scheme options")
+    named, takes_any = _keywords(_SCHEMES[name])
+    unknown = sorted(set(options) - named)
+    if unknown and not takes_any:
+        accepted = sorted(named - set(COMMON_KEYWORDS))
+        raise ValueError(
+            f"position scheme {name!r} has no option(s) {unknown}; it accepts "
+            + (", ".join(map(repr, accepted)) if accepted else "no options")
+        )
+    return dict(options)
+
+
+def make_position_scheme(
+    name: str, *, dim: int, num_heads: int, max_len: int, causal: bool = False, **options
+) -> PositionScheme:
+    """Build the position scheme registered under ``name``.
+
+    Args:
+        name: One of :func:`position_schemes`.
+        dim: Model dimension.
+        num_heads: Number of attention heads (``head_dim = dim // num_heads``).
+        max_len: Longest sequence the model is built for (a hard limit only
+            for schemes with a table, such as ``"learned"``).
+        causal: Whether the model's attention is causal.
+        **options: The scheme's own options, for example ``base`` for
+            ``"sinusoidal"`` or ``std`` for ``"learned"``.
+
+    Returns:
+        The :class:`PositionScheme`.
+
+    Raises:
+        ValueError: If ``name`` is not registered (the message lists the
+            registered names), an option is not one the scheme takes (the
+            message lists those it takes), an option value is invalid, or the
+            factory does not return a :class:`PositionScheme`.
+    """
+    options = check_scheme_options(name, options)
+    factory = _SCHEMES[name]
+    named, takes_any = _keywords(factory)
+    model = {"dim": dim, "num_heads": num_heads, "max_len": max_len, "causal": causal}
+    scheme = factory(**{key: value for key, value in model.items() if takes_any or key in named}, **options)
+    if not isinstance(scheme, PositionScheme):
+        raise ValueError(f"factory for scheme {name!r} returned {type(scheme).__name__}, not a PositionScheme")
+    return scheme
+
+
+register_position_scheme("none", NoPositions)
+register_position_scheme("sinusoidal", SinusoidalScheme)
+register_position_scheme("learned", LearnedScheme)
+register_position_scheme("shaw", ShawScheme)
+register_position_scheme("t5", T5Scheme)
+register_position_scheme("alibi", ALiBiScheme)
+register_position_scheme("rope", RopeScheme)
+register_position_scheme("rope_pi", RopePIScheme)

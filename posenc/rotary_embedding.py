@@ -1,0 +1,180 @@
+"""RoPE as a module: :class:`RotaryEmbedding` holds the configuration and a cos/sin cache.
+
+The formulas are the functions of :mod:`posenc.rotary`; this module only decides where
+cos and sin come from (a float32 cache that grows on demand, or computed afresh for
+float64 inputs, float positions and dynamic scaling) and which backend rotates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from ._checks import check_base, check_choice, check_even_dim, check_nonnegative_int, check_qk
+from .layout import ROPE_LAYOUTS
+from .rope_scaling import parse_scaling
+from .rotary import _TRITON_DTYPES, ROPE_BACKENDS, _use_triton, apply_rope, rope_cos_sin, rope_inv_freq
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates queries and keys by their positions (RoPE), with a cos/sin cache.
+
+    Su et al. 2021. Holds no parameters: the float32 cos/sin tables are
+    non-persistent buffers (not in ``state_dict``) that move with ``.to()``
+    and grow on demand, so there is no maximum length. Float64 inputs,
+    fractional or negative positions and ``rope_type="dynamic"`` (whose
+    frequencies depend on the current length) bypass the cache and call
+    :func:`rope_cos_sin` directly.
+
+    With the ``"triton"`` backend no table is used at all: the fused kernel
+    of ``posenc.triton_rope`` forms the angles from the positions and the
+    frequencies and rotates ``q`` and ``k`` in one launch.
+
+    Args:
+        head_dim: Rotary dimension per head, even.
+        base: Frequency base (``rope_theta``).
+        scaling: ``None`` or a ``rope_parameters``-style dict (see
+            :func:`rope_inv_freq`).
+        layout: ``"half"`` or ``"interleaved"``.
+        initial_len: Positions computed up front; the tables double when a
+            larger position arrives.
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``; ``"auto"`` uses the
+            Triton kernel for 4-D float32/float16/bfloat16 CUDA tensors when
+            Triton is installed (see :func:`apply_rope`).
+    """
+
+    cos_cached: torch.Tensor
+    sin_cached: torch.Tensor
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float = 10000.0,
+        scaling: Mapping | None = None,
+        layout: str = "half",
+        initial_len: int = 512,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.backend = check_choice("backend", backend, ROPE_BACKENDS)
+        self.head_dim = check_even_dim("head_dim", head_dim)
+        self.base = check_base("base", base)
+        self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
+        self.scaling = parse_scaling(scaling, self.base)
+        check_nonnegative_int("initial_len", initial_len)
+        _, self.attention_factor = rope_inv_freq(head_dim, base=self.base, scaling=self.scaling)
+        self.dynamic = self.scaling["rope_type"] == "dynamic"
+        cos, sin = self._table(torch.arange(initial_len), torch.float32)  # 2 x [n, d]
+        self.register_buffer("cos_cached", cos, persistent=False)
+        self.register_buffer("sin_cached", sin, persistent=False)
+        self._split_freqs: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base:g}, layout={self.layout!r}, scaling={self.scaling}"
+
+    def _table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        return rope_cos_sin(
+            positions, self.head_dim, base=self.base, scaling=self.scaling, layout=self.layout, dtype=dtype
+        )
+
+    def _ensure(self, length: int) -> None:
+        if length > self.cos_cached.shape[0]:
+            new_len = max(length, 2 * self.cos_cached.shape[0])
+            positions = torch.arange(new_len, device=self.cos_cached.device)
+            self.cos_cached, self.sin_cached = self._table(positions, self.cos_cached.dtype)
+
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32):
+        """``(cos, sin)`` for ``positions``, each ``[*positions.shape, head_dim]``, from the cache when possible."""
+        exact = dtype == torch.float64 or self.dynamic or positions.is_floating_point()
+        if exact or positions.numel() == 0 or positions.min().item() < 0:
+            return self._table(positions, torch.float64 if dtype == torch.float64 else torch.float32)
+        self._ensure(positions.max().item() + 1)
+        index = positions.to(self.cos_cached.device)
+        return self.cos_cached[index].to(positions.device), self.sin_cached[index].to(positions.device)
+
+    def _triton_freqs(self, device: torch.device, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The frequencies as a float32 head and tail on ``device``, cached unless they depend on the length."""
+        from .triton_rope import split_frequencies
+
+        if self.dynamic:
+            inv_freq, _ = rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling, seq_len=seq_len)
+            return split_frequencies(inv_freq, device=device)
+        if device not in self._split_freqs:
+            inv_freq, _ = rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling)
+            self._split_freqs[device] = split_frequencies(inv_freq, device=device)
+        return self._split_freqs[device]
+
+    def _forward_triton(self, q, k, positions, offset, inplace):
+        from .triton_rope import rope_qk_triton
+
+        if positions is None:
+            check_nonnegative_int("offset", offset)
+            seq_len = offset + q.shape[-2]
+        else:
+            positions = torch.as_tensor(positions, device=q.device)
+            seq_len = positions.max().item() + 1 if self.dynamic and positions.numel() else 0
+        freqs = self._triton_freqs(q.device, seq_len)
+        return rope_qk_triton(
+            q, k, freqs, positions=positions, offset=offset, layout=self.layout,
+            attention_factor=self.attention_factor, inplace=inplace,
+        )
+
+    def _cos_sin_for(self, q: torch.Tensor, positions: torch.Tensor | None, offset: int):
+        """cos and sin for the tokens of ``q``: from the cache for ``offset .. offset + s - 1``, else computed."""
+        seq_len = q.shape[-2]
+        dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        if positions is not None:
+            cos, sin = self.cos_sin(positions, dtype)  # [s, d] or [b, s, d]
+            if positions.dim() == 2 and q.dim() == 4:
+                cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, s, d] -> [b, 1, s, d]
+            return cos, sin
+        if self.dynamic or dtype == torch.float64:
+            return self.cos_sin(torch.arange(offset, offset + seq_len, device=q.device), dtype)
+        self._ensure(offset + seq_len)
+        cos = self.cos_cached[offset : offset + seq_len].to(q.device)  # [s, d]
+        return cos, self.sin_cached[offset : offset + seq_len].to(q.device)  # [s, d]
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        offset: int = 0,
+        *,
+        inplace: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate ``q`` and ``k`` by the positions of their tokens.
+
+        Args:
+            q: Queries ``[b, h, s, head_dim]`` (any ``[..., s, head_dim]``).
+            k: Keys ``[b, h_kv, s, head_dim]``, the same ``s`` as ``q``.
+            positions: Optional integer or float positions, ``[s]`` or
+                ``[b, s]`` (one row per sequence of the batch).
+            offset: Used when ``positions`` is None: the tokens sit at
+                ``offset .. offset + s - 1`` (for example, the length of a KV
+                cache already filled), >= 0.
+            inplace: Write the results into ``q`` and ``k`` and return them
+                (they must not be leaves that require grad).
+
+        Returns:
+            ``(q, k)`` rotated, with their shapes and dtypes.
+
+        Raises:
+            ValueError: If the last dim of ``q`` or ``k`` is not ``head_dim``,
+                their lengths differ, ``positions`` has the wrong shape,
+                ``offset`` is negative, or both ``positions`` and a nonzero
+                ``offset`` are given.
+        """
+        positions = check_qk(q, k, self.head_dim, positions, offset, inplace)
+        eligible = q.dim() == 4 and k.dim() == 4 and q.dtype in _TRITON_DTYPES and k.dtype in _TRITON_DTYPES
+        if _use_triton(self.backend, (q, k), eligible=eligible):
+            return self._forward_triton(q, k, positions, offset, inplace)
+        cos, sin = self._cos_sin_for(q, positions, offset)  # [s, d], [b, s, d] or [b, 1, s, d]
+        q_rot = apply_rope(q, cos, sin, layout=self.layout, backend="torch")
+        k_rot = apply_rope(k, cos, sin, layout=self.layout, backend="torch")
+        if inplace:
+            return q.copy_(q_rot), k.copy_(k_rot)
+        return q_rot, k_rot

@@ -1,0 +1,41 @@
+"""posenc_book's small helpers: the diagonal spread, cosine similarities, escaping."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posenc_book.diagnostics import cosine_similarity_matrix, diagonal_spread, escape
+
+
+def test_diagonal_spread_of_a_toeplitz_matrix_is_zero_and_of_others_is_the_largest_gap():
+    offsets = torch.arange(5)[None, :] - torch.arange(5)[:, None]  # [m, n] = n - m
+    assert diagonal_spread(torch.sin(offsets.double())) == 0.0
+    bumped = torch.sin(offsets.double())
+    bumped[1, 3] += 0.5  # diagonal n - m = 2
+    assert diagonal_spread(bumped) == pytest.approx(0.5)
+    assert diagonal_spread(bumped, max_offset=1) == 0.0  # that diagonal is left out
+    assert diagonal_spread(torch.zeros(2, 7)) == 0.0  # not square
+
+
+@given(st.integers(2, 8), st.integers(0, 3))
+def test_diagonal_spread_matches_its_definition(n, max_offset):
+    a = torch.randn(n, n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
+    reach = min(max_offset, n - 1)
+    expected = max((torch.diagonal(a, o).max() - torch.diagonal(a, o).min()).item() for o in range(-reach, reach + 1))
+    assert diagonal_spread(a, max_offset) == expected
+
+
+def test_diagonal_spread_rejects_what_is_not_a_matrix():
+    with pytest.raises(ValueError, match=r"matrix must be 2-D, got shape \(3,\)"):
+        diagonal_spread(torch.zeros(3))
+
+
+def test_cosine_similarity_matrix_hand_values():
+    sim = cosine_similarity_matrix(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, -2.0]]))
+    expected = torch.tensor([[1, 2**-0.5, 0], [2**-0.5, 1, -(2**-0.5)], [0, -(2**-0.5), 1]], dtype=torch.float64)
+    assert sim.dtype == torch.float64 and torch.allclose(sim, expected, atol=1e-15)
+
+
+def test_escape_leaves_quotes_alone():
+    assert escape('a < b & "c" > \'d\'') == 'a &lt; b &amp; "c" &gt; \'d\''

@@ -1,0 +1,133 @@
+"""The package's layers import in one direction only, read from the import statements.
+
+    posenc_book  ──► posenc (anything)                  never the reverse
+    posenc.benchmark ──► encodings, posenc.triton_rope
+    posenc.experiments ──► encodings                     (benchmark and experiments never import each other)
+    encodings ──► _checks, layout, each other            (rotary ··► triton_rope, lazily, inside functions)
+    posenc.triton_rope ──► _checks, layout only
+
+and the library itself needs torch alone: importing ``posenc`` loads none of the book's extras.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from chapters import ROOT
+
+PACKAGES = ("posenc", "posenc_book")
+APPARATUS = ("posenc.benchmark", "posenc.experiments", "posenc.triton_rope")
+LOW = ("posenc._checks", "posenc.layout")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def imports(path: Path) -> list[tuple[str, bool]]:
+    """``(module imported, whether at module level)`` for every import in the file, relative ones resolved."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            found.append((target, id(node) in top))
+            # `from . import x` names submodules
+            if not node.module:
+                found += [(f"{target}.{alias.name}", id(node) in top) for alias in node.names]
+    return found
+
+
+def layer(module: str) -> str:
+    if module.startswith("posenc_book"):
+        return "book"
+    for apparatus in APPARATUS:
+        if module == apparatus or module.startswith(apparatus + "."):
+            return apparatus
+    if module in LOW:
+        return "low"
+    return "encodings" if module.startswith("posenc") else "outside"
+
+
+def within(module: str, owner: str) -> bool:
+    return layer(module) == layer(owner)
+
+
+ALLOWED = {
+    "low": {"low"},
+    "encodings": {"low", "encodings"},
+    "posenc.triton_rope": {"low"},
+    "posenc.benchmark": {"low", "encodings", "posenc.triton_rope"},
+    "posenc.experiments": {"low", "encodings"},
+    "book": {"low", "encodings", "posenc.triton_rope", "posenc.benchmark", "posenc.experiments", "book"},
+}
+
+
+def test_the_package_has_the_layers_named_here():
+    found = {layer(m) for m in modules()}
+    assert {"low", "encodings", "book"} <= found
+    assert "outside" not in found
+
+
+@pytest.mark.parametrize("module", sorted(modules()))
+def test_imports_point_down_the_layers(module):
+    path = modules()[module]
+    own = layer(module)
+    for target, top_level in imports(path):
+        if not target.startswith(PACKAGES):
+            continue
+        if target == "posenc" and own == "book" or module == "posenc":
+            continue  # the public API, and the package root that re-exports it
+        wanted = layer(target)
+        if module in ("posenc.rotary", "posenc.rotary_embedding") and wanted == "posenc.triton_rope":
+            assert not top_level, "rotary reaches the Triton kernel lazily, inside the functions that use it"
+            continue
+        if own == wanted:
+            continue
+        assert wanted in ALLOWED[own], f"{module} ({own}) imports {target} ({wanted})"
+
+
+def test_importing_posenc_loads_only_torch():
+    code = (
+        "import sys, torch; before = {m.split('.')[0] for m in sys.modules}; "
+        "import posenc; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} - before))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    # top-level packages loaded by posenc beyond what torch itself loads: posenc and the standard library
+    extra = set(ast.literal_eval(proc.stdout.strip())) - {"posenc"} - set(sys.stdlib_module_names)
+    assert not extra, f"importing posenc loaded {sorted(extra)}"
+
+
+# What each part of the library may import at module level besides the standard library and itself.
+THIRD_PARTY = {"posenc": {"torch"}, "posenc.triton_rope.kernel": {"torch", "triton", "numpy"}}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if m.startswith("posenc.") or m == "posenc"))
+def test_the_library_imports_torch_alone_at_module_level(module):
+    allowed = THIRD_PARTY.get(module, THIRD_PARTY["posenc"])
+    for target, top_level in imports(modules()[module]):
+        root = target.split(".")[0]
+        if top_level and root not in PACKAGES and root not in sys.stdlib_module_names:
+            assert root in allowed, f"{module} imports {target} at module level; the library needs only torch"
