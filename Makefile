@@ -65,6 +65,7 @@ lab: $(VENV)/.book
 
 lint: $(VENV)/.test
 	$(PY) -m ruff check posenc posenc_book tests scripts
+	$(PY) -m ruff format --check posenc posenc_book tests scripts
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/zizmor --offline --quiet .github/workflows/
 

@@ -39,8 +39,7 @@ def check_even_dim(name: str, value: object) -> int:
     value = check_positive_int(name, value)
     if value % 2:
         raise ValueError(
-            f"{name} must be even (channels come in sin/cos pairs), got {value}; "
-            f"use {value - 1} or {value + 1}"
+            f"{name} must be even (channels come in sin/cos pairs), got {value}; use {value - 1} or {value + 1}"
         )
     return value
 
@@ -131,7 +130,7 @@ def angle_device(device: torch.device, angle_dtype: torch.dtype) -> torch.device
     return device
 
 
-def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, positions, offset: int, inplace: bool):
+def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offset: int, inplace: bool):
     """Check queries and keys about to be rotated; return ``positions`` as a tensor on ``q``'s device (or None).
 
     ``q`` and ``k`` are ``[..., s, head_dim]`` with the same ``s``; the positions
@@ -158,10 +157,16 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, positions, offset:
         return None
     if offset != 0:
         raise ValueError(f"pass either positions or offset, not both; got offset={offset} with positions")
-    positions = torch.as_tensor(positions, device=q.device)
+    positions = check_real("positions", torch.as_tensor(positions, device=q.device))
     if positions.dim() not in (1, 2) or positions.shape[-1] != seq_len:
         raise ValueError(
             f"positions must have shape [{seq_len}] or [batch, {seq_len}] (seq_len = q.shape[-2]), "
             f"got {tuple(positions.shape)}"
+        )
+    batch = q.shape[0] if q.dim() >= 3 else None
+    if positions.dim() == 2 and batch is not None and positions.shape[0] not in (1, batch):
+        raise ValueError(
+            f"positions has {positions.shape[0]} rows but q has batch {batch} (q.shape[0]); "
+            f"pass one row per sequence or one row for all, got {tuple(positions.shape)}"
         )
     return positions

@@ -146,6 +146,4 @@ class ALiBiBias(nn.Module):
         Returns:
             ``[num_heads, q_len, k_len]`` in float32, on the slopes' device.
         """
-        return alibi_bias(
-            self.num_heads, q_len, k_len, causal=self.causal, offset=offset, device=self.slopes.device
-        )
+        return alibi_bias(self.num_heads, q_len, k_len, causal=self.causal, offset=offset, device=self.slopes.device)

@@ -52,8 +52,7 @@ def scaled_dot_product_attention(
     """
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError(
-            f"q, k, v need at least 2 dims [..., len, d], got {tuple(q.shape)}, "
-            f"{tuple(k.shape)}, {tuple(v.shape)}"
+            f"q, k, v need at least 2 dims [..., len, d], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
     if q.shape[-1] != k.shape[-1]:
         raise _shape_error("k", k.shape, f"last dim {q.shape[-1]} to match q {tuple(q.shape)}")

@@ -68,6 +68,7 @@ from .rope_scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base, parse_scal
 ROPE_BACKENDS = ("auto", "torch", "triton")
 _TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
+
 def rope_inv_freq(
     head_dim: int,
     *,

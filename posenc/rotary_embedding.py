@@ -118,8 +118,14 @@ class RotaryEmbedding(nn.Module):
             seq_len = positions.max().item() + 1 if self.dynamic and positions.numel() else 0
         freqs = self._triton_freqs(q.device, seq_len)
         return rope_qk_triton(
-            q, k, freqs, positions=positions, offset=offset, layout=self.layout,
-            attention_factor=self.attention_factor, inplace=inplace,
+            q,
+            k,
+            freqs,
+            positions=positions,
+            offset=offset,
+            layout=self.layout,
+            attention_factor=self.attention_factor,
+            inplace=inplace,
         )
 
     def _cos_sin_for(self, q: torch.Tensor, positions: torch.Tensor | None, offset: int):
@@ -168,7 +174,7 @@ class RotaryEmbedding(nn.Module):
                 ``offset`` is negative, or both ``positions`` and a nonzero
                 ``offset`` are given.
         """
-        positions = check_qk(q, k, self.head_dim, positions, offset, inplace)
+        positions = check_qk(q, k, self.head_dim, positions=positions, offset=offset, inplace=inplace)
         eligible = q.dim() == 4 and k.dim() == 4 and q.dtype in _TRITON_DTYPES and k.dtype in _TRITON_DTYPES
         if _use_triton(self.backend, (q, k), eligible=eligible):
             return self._forward_triton(q, k, positions, offset, inplace)

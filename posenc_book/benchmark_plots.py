@@ -53,8 +53,11 @@ def plot_rope_times(result: dict, ax=None, *, batch: int = 1):
         by_len = {r["seq_len"]: r["bytes"] for r in records}
         floor = [by_len[s] / (result["copy"]["gbps"] * 1e9) * 1e6 for s in lengths]  # bytes / (bytes/s), in µs
         ax.loglog(lengths, floor, "k--", lw=1, label="bytes / copy bandwidth (floor)")
-    ax.set(xlabel="sequence length", ylabel="median time per call (µs)",
-           title=f"RoPE on q and k, batch {batch}, {result['dtype']}")
+    ax.set(
+        xlabel="sequence length",
+        ylabel="median time per call (µs)",
+        title=f"RoPE on q and k, batch {batch}, {result['dtype']}",
+    )
     ax.legend(fontsize=7)
     return ax
 

@@ -53,9 +53,16 @@ def pins(path: Path) -> dict[str, str]:
 def environment(python: str) -> dict[str, str]:
     """Marker values of an x86-64 Linux machine with the given Python."""
     env = default_environment()
-    env.update(python_version=python, python_full_version=f"{python}.0", sys_platform="linux",
-               platform_system="Linux", platform_machine="x86_64", os_name="posix",
-               implementation_name="cpython", platform_python_implementation="CPython")
+    env.update(
+        python_version=python,
+        python_full_version=f"{python}.0",
+        sys_platform="linux",
+        platform_system="Linux",
+        platform_machine="x86_64",
+        os_name="posix",
+        implementation_name="cpython",
+        platform_python_implementation="CPython",
+    )
     return env
 
 
@@ -71,8 +78,10 @@ def resolve(python: str) -> tuple[str, dict | None, str, float]:
         proc = dry_run(["-r", FULL], python, report)
         metadata = None
         if proc.returncode == 0:
-            metadata = {canonicalize_name(item["metadata"]["name"]): item["metadata"]
-                        for item in json.loads(report.read_text())["install"]}
+            metadata = {
+                canonicalize_name(item["metadata"]["name"]): item["metadata"]
+                for item in json.loads(report.read_text())["install"]
+            }
     errors = "\n".join(line for line in proc.stderr.splitlines() if "WARNING" not in line)
     return python, metadata, errors, time.perf_counter() - start
 

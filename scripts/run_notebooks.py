@@ -63,8 +63,12 @@ def merge_streams(outputs: list) -> list:
     """Join consecutive stdout (or stderr) chunks: where the kernel split them is timing."""
     merged = []
     for out in outputs:
-        if out.output_type == "stream" and merged and merged[-1].output_type == "stream" \
-                and merged[-1].name == out.name:
+        if (
+            out.output_type == "stream"
+            and merged
+            and merged[-1].output_type == "stream"
+            and merged[-1].name == out.name
+        ):
             merged[-1].text += out.text
         else:
             merged.append(out)
@@ -82,7 +86,10 @@ def run(ipynb: Path) -> float:
             cell.metadata.pop("execution", None)
     start = time.perf_counter()
     NotebookClient(
-        nb, timeout=600, kernel_name="python3", record_timing=False,
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        record_timing=False,
         resources={"metadata": {"path": str(ipynb.parent)}},
     ).execute()
     elapsed = time.perf_counter() - start

@@ -47,7 +47,7 @@ def site_url() -> str:
 def install_cell() -> str:
     """The source of every chapter's first code cell."""
     url = repository()[0]
-    return f'''{INSTALL_MARK} install it first.
+    return f"""{INSTALL_MARK} install it first.
 import importlib
 import importlib.util
 import subprocess
@@ -57,7 +57,7 @@ if importlib.util.find_spec("posenc_book") is None:
     package = "posenc[book] @ git+{url}"
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run([*pip, package], check=True)
-    importlib.invalidate_caches()'''
+    importlib.invalidate_caches()"""
 
 
 def with_install_cell(markdown: str) -> str:
@@ -108,8 +108,12 @@ def main(argv: list[str]) -> int:
             if not check:
                 path.write_text(text, encoding="utf-8")
     if check and stale:
-        print("out of date with _config.yml's repository.url: " + ", ".join(stale)
-              + "; run python scripts/sync_repo_url.py", file=sys.stderr)
+        print(
+            "out of date with _config.yml's repository.url: "
+            + ", ".join(stale)
+            + "; run python scripts/sync_repo_url.py",
+            file=sys.stderr,
+        )
         return 1
     print("\n".join(f"written: {p}" for p in stale) or "everything derived from the repository URL is up to date")
     return 0

@@ -19,7 +19,6 @@ settings.register_profile(
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=1000,
-                          derandomize=False)
+settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=1000, derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 torch.set_num_threads(1)

@@ -35,8 +35,9 @@ def test_slopes_by_hand():
 def test_slopes_are_the_rule_for_any_head_count(n):
     slopes = alibi_slopes(n, dtype=torch.float64)
     n0 = 2 ** math.floor(math.log2(n))
-    expected = [2.0 ** (-8 * k / n0) for k in range(1, n0 + 1)] + [2.0 ** (-8 * k / (2 * n0))
-                                                                  for k in range(1, 2 * (n - n0), 2)]
+    expected = [2.0 ** (-8 * k / n0) for k in range(1, n0 + 1)] + [
+        2.0 ** (-8 * k / (2 * n0)) for k in range(1, 2 * (n - n0), 2)
+    ]
     assert slopes.tolist() == pytest.approx(expected, rel=1e-15)
     assert slopes.unique().numel() == n and 0 < slopes.min() and slopes.max() < 1
     assert torch.equal(alibi_slopes(n), slopes.float())  # float32: one rounding of the exact value

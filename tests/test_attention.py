@@ -78,16 +78,30 @@ def test_multihead_layer_is_equivariant_and_positions_break_it(seed):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: scaled_dot_product_attention(torch.zeros(3, 4), torch.zeros(3, 5), torch.zeros(3, 5)),
-         r"k has shape \(3, 5\), expected last dim 4"),
-        (lambda: scaled_dot_product_attention(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(2, 4)),
-         r"v has shape \(2, 4\), expected length 3"),
-        (lambda: scaled_dot_product_attention(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 4),
-                                              bias=torch.zeros(3, 2)), r"bias has shape \(3, 2\)"),
-        (lambda: scaled_dot_product_attention(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4),
-                                              bias=torch.zeros(5, 3, 3)), r"bias has shape \(5, 3, 3\)"),
-        (lambda: scaled_dot_product_attention(torch.zeros(5, 4), torch.zeros(3, 4), torch.zeros(3, 4),
-                                              causal=True), r"q_len <= k_len, got q_len=5, k_len=3"),
+        (
+            lambda: scaled_dot_product_attention(torch.zeros(3, 4), torch.zeros(3, 5), torch.zeros(3, 5)),
+            r"k has shape \(3, 5\), expected last dim 4",
+        ),
+        (
+            lambda: scaled_dot_product_attention(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(2, 4)),
+            r"v has shape \(2, 4\), expected length 3",
+        ),
+        (
+            lambda: scaled_dot_product_attention(
+                torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 4), bias=torch.zeros(3, 2)
+            ),
+            r"bias has shape \(3, 2\)",
+        ),
+        (
+            lambda: scaled_dot_product_attention(
+                torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), bias=torch.zeros(5, 3, 3)
+            ),
+            r"bias has shape \(5, 3, 3\)",
+        ),
+        (
+            lambda: scaled_dot_product_attention(torch.zeros(5, 4), torch.zeros(3, 4), torch.zeros(3, 4), causal=True),
+            r"q_len <= k_len, got q_len=5, k_len=3",
+        ),
         (lambda: scaled_dot_product_attention(torch.zeros(4), torch.zeros(4), torch.zeros(4)), r"at least 2 dims"),
         (lambda: MultiHeadSelfAttention(10, 3), r"dim must be divisible by num_heads, got dim=10, num_heads=3"),
         (lambda: MultiHeadSelfAttention(8, 0), r"num_heads must be >= 1, got 0"),

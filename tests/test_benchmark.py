@@ -47,9 +47,9 @@ FAST = {"run_s": 0.002, "copy_bytes": 2**20}
 
 def test_bytes_model_by_hand():
     # q: 1 x 512 x 32 x 128 and k: 1 x 512 x 8 x 128 bf16, each read once and written once.
-    assert rope_bytes(1, 512, 32, 8, 128, BF16) == 2 * (512 * 32 * 128 + 512 * 8 * 128) * 2 == 10_485_760
+    assert rope_bytes(1, 512, 32, 8, 128, dtype=BF16) == 2 * (512 * 32 * 128 + 512 * 8 * 128) * 2 == 10_485_760
     assert rope_bytes(4, 16384, 32, 8, 128) == 4 * 16384 * 40 * 128 * 2 * 2  # 1.34 GB a call
-    assert rope_bytes(1, 1, 1, 1, 2, torch.float32) == 2 * (2 + 2) * 4
+    assert rope_bytes(1, 1, 1, 1, 2, dtype=torch.float32) == 2 * (2 + 2) * 4
     # x [2, 3, 4] float32 read and written, and 3 table rows of 4 read.
     assert bench.sinusoidal_add_bytes(2, 3, 4, torch.float32) == (2 * 24 + 12) * 4
     assert bench.alibi_bias_bytes(2, 3, 5, BF16) == 2 * 3 * 5 * 2
@@ -99,7 +99,7 @@ def test_eager_rope_moves_five_times_the_minimum():
     _, ops = count_traffic(apply_rotary_pos_emb, q, k, cos[None], sin[None])
     moved = sum(o.read + o.written for o in ops)
     assert len(ops) == 10 and moved == 10 * (q.numel() + k.numel()) * 4 + 4 * table
-    minimum = rope_bytes(b, s, 4, 2, d, torch.float32)
+    minimum = rope_bytes(b, s, 4, 2, d, dtype=torch.float32)
     assert 5 < moved / minimum < 5.5
 
 
@@ -130,8 +130,12 @@ def test_relative_error_and_what_it_refuses():
 
 def test_poisoned_allocations_fill_uninitialised_floats_with_nan():
     with bench.poisoned_allocations():
-        floats = [torch.empty(3), torch.empty_like(torch.ones(2, 2, dtype=BF16)), torch.ones(2).new_empty(4),
-                  torch.empty_strided((2, 2), (1, 2))]
+        floats = [
+            torch.empty(3),
+            torch.empty_like(torch.ones(2, 2, dtype=BF16)),
+            torch.ones(2).new_empty(4),
+            torch.empty_strided((2, 2), (1, 2)),
+        ]
         ints = torch.empty(3, dtype=torch.long)
         filled = torch.zeros(3)
     assert all(torch.isnan(t).all() for t in floats) and floats[1].dtype == BF16
@@ -140,10 +144,16 @@ def test_poisoned_allocations_fill_uninitialised_floats_with_nan():
 
 def test_cpu_run_checks_then_times_every_available_implementation():
     lines = []
-    result = run_benchmark("cpu", ops=("rope", "sinusoidal", "alibi"), rope_shapes=TINY,
-                           impls=["naive", "posenc_torch", "transformers", "posenc_triton", "liger"],
-                           sinusoidal_cases=[(1, 6, 8)], alibi_cases=[(3, 4, 4), (3, 1, 7)], progress=lines.append,
-                           **FAST)
+    result = run_benchmark(
+        "cpu",
+        ops=("rope", "sinusoidal", "alibi"),
+        rope_shapes=TINY,
+        impls=["naive", "posenc_torch", "transformers", "posenc_triton", "liger"],
+        sinusoidal_cases=[(1, 6, 8)],
+        alibi_cases=[(3, 4, 4), (3, 1, 7)],
+        progress=lines.append,
+        **FAST,
+    )
     assert result["schema"] == bench.SCHEMA and result["synthetic"] is False
     assert result["device"]["type"] == "cpu" and result["dtype"] == "float32"
     assert result["versions"]["torch"] == torch.__version__ and result["date"][:2] == "20"
@@ -181,8 +191,10 @@ def test_a_wrong_or_incomplete_implementation_is_reported_and_not_timed():
     def crashes(q, k):
         raise RuntimeError("kernel exploded")
 
-    impls = [bench.RopeImpl(name, name, False, lambda shape, device, dtype, fn=fn: fn)
-             for name, fn in (("incomplete", leaves_one_element), ("backwards", turns_backwards), ("crash", crashes))]
+    impls = [
+        bench.RopeImpl(name, name, False, lambda shape, device, dtype, fn=fn: fn)
+        for name, fn in (("incomplete", leaves_one_element), ("backwards", turns_backwards), ("crash", crashes))
+    ]
     result = run_benchmark("cpu", ops=("rope",), rope_shapes=TINY[:1], impls=impls, **FAST)
     records = {r["impl"]: r for r in result["results"]}
     assert all(r["status"] == "failed" and r["ms"] is None for r in records.values())
@@ -286,8 +298,10 @@ def test_default_path_names_the_device():
     assert bench.default_path(result) == Path("gpu_rope_nvidia_h100_80gb_hbm3.json")
     recorded = Path("posenc_book/data/gpu_rope_nvidia_h100_80gb_hbm3.json")
     assert bench.default_path(result, "posenc_book/data") == recorded
-    assert bench.default_path({"device": {"type": "cpu", "name": "AMD EPYC"}}, "out").as_posix() == \
-        "out/cpu_rope_amd_epyc.json"
+    assert (
+        bench.default_path({"device": {"type": "cpu", "name": "AMD EPYC"}}, "out").as_posix()
+        == "out/cpu_rope_amd_epyc.json"
+    )
 
 
 def test_command_line_writes_json_and_prints_the_table_last(tmp_path, monkeypatch, capsys):
@@ -352,9 +366,14 @@ def test_cases_of_each_operation_and_their_default_shapes():
     assert bench.default_alibi_shapes("cpu") == [(32, 256, 256), (32, 1024, 1024), (32, 1, 1024)]
     rope = bench.rope_cases(TINY, bench.ROPE_IMPLS[:2], "cpu", torch.float32)
     assert [(c.impl, c.fields["seq_len"], c.fields["phase"], c.host) for c in rope] == [
-        ("naive", 5, "prefill", False), ("posenc_torch", 5, "prefill", False),
-        ("naive", 1, "decode", True), ("posenc_torch", 1, "decode", True)]
-    assert rope[0].nbytes == rope_bytes(1, 5, 4, 2, 16, torch.float32) and rope[0].set_bytes == rope[0].nbytes // 2
+        ("naive", 5, "prefill", False),
+        ("posenc_torch", 5, "prefill", False),
+        ("naive", 1, "decode", True),
+        ("posenc_torch", 1, "decode", True),
+    ]
+    assert (
+        rope[0].nbytes == rope_bytes(1, 5, 4, 2, 16, dtype=torch.float32) and rope[0].set_bytes == rope[0].nbytes // 2
+    )
     sinusoidal = bench.sinusoidal_add_cases([(2, 3, 4)], "cpu", torch.float32)
     assert [c.impl for c in sinusoidal] == ["module", "recompute"] and sinusoidal[0].set_bytes == 2 * 3 * 4 * 4
     (alibi,) = bench.alibi_bias_cases([(2, 1, 5)], "cpu", torch.float32)
@@ -369,14 +388,24 @@ def test_run_case_times_only_what_passes_its_check():
         raise AssertionError("a case that fails its check must not be timed")
 
     good = bench.sinusoidal_add_cases([(1, 4, 8)], "cpu", torch.float32)[0]
-    wrong = bench.Case("sinusoidal", "wrong", "wrong", {"batch": 1}, 64, build=lambda: None, check=lambda fn: 0.5,
-                       make_set=never, set_bytes=4)
+    wrong = bench.Case(
+        "sinusoidal",
+        "wrong",
+        "wrong",
+        {"batch": 1},
+        64,
+        build=lambda: None,
+        check=lambda fn: 0.5,
+        make_set=never,
+        set_bytes=4,
+    )
 
     def missing():
         raise bench.Unavailable("not here")
 
-    gone = bench.Case("sinusoidal", "gone", "gone", {"batch": 1}, 64, build=missing, check=never, make_set=never,
-                      set_bytes=4)
+    gone = bench.Case(
+        "sinusoidal", "gone", "gone", {"batch": 1}, 64, build=missing, check=never, make_set=never, set_bytes=4
+    )
     kwargs = {"device": "cpu", "dtype": torch.float32, "copy_gbps": 1.0, "run_s": 0.002}
     ok = bench.run_case(good, **kwargs)
     assert ok["status"] == "ok" and ok["ms"] > 0 and list(ok)[:4] == ["op", "impl", "label", "batch"]
@@ -389,10 +418,13 @@ def test_run_case_times_only_what_passes_its_check():
 
 
 def test_importing_the_harness_loads_neither_triton_nor_matplotlib():
-    code = ("import sys, posenc.benchmark; "
-            "print(sorted(m for m in ('triton', 'matplotlib', 'transformers', 'liger_kernel') if m in sys.modules))")
+    code = (
+        "import sys, posenc.benchmark; "
+        "print(sorted(m for m in ('triton', 'matplotlib', 'transformers', 'liger_kernel') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
-    done = subprocess.run([sys.executable, "-m", "posenc.benchmark", "--help"], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "posenc.benchmark", "--help"], capture_output=True, text=True, check=True
+    )
     assert done.stdout.startswith("usage: python -m posenc.benchmark") and "--out OUT" in done.stdout

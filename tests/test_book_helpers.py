@@ -38,4 +38,4 @@ def test_cosine_similarity_matrix_hand_values():
 
 
 def test_escape_leaves_quotes_alone():
-    assert escape('a < b & "c" > \'d\'') == 'a &lt; b &amp; "c" &gt; \'d\''
+    assert escape("a < b & \"c\" > 'd'") == "a &lt; b &amp; \"c\" &gt; 'd'"

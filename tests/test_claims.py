@@ -79,7 +79,8 @@ def test_chapter_exists_unless_pending(claim):
     if claim.get("pending"):
         assert not chapter_exists(stem), (
             f"{claim['id']}: chapter {stem} is in the book now; decide the claim there, name its test "
-            f"and drop `pending`")
+            f"and drop `pending`"
+        )
         return
     assert (ROOT / "book" / f"{stem}.ipynb").exists(), f"{claim['id']}: no chapter book/{stem}.ipynb"
     assert f"book/{stem}" in toc_files(), f"{claim['id']}: {stem} is not in _toc.yml"
@@ -101,8 +102,9 @@ def test_testable_claims_name_a_test_that_exists(claim):
     path = ROOT / match.group(1)
     assert path.exists(), f"{claim['id']}: no file {match.group(1)}"
     assert path.name != Path(__file__).name, "the ledger cannot be decided by its own checks"
-    functions = {node.name for node in ast.parse(path.read_text(encoding="utf-8")).body
-                 if isinstance(node, ast.FunctionDef)}
+    functions = {
+        node.name for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.FunctionDef)
+    }
     assert match.group(2) in functions, f"{claim['id']}: {match.group(1)} defines no {match.group(2)}"
 
 
@@ -111,7 +113,10 @@ def test_named_tests_pass(tmp_path):
     report = tmp_path / "named.xml"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *node_ids],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     outcomes: dict[str, list[str]] = {node_id: [] for node_id in node_ids}
@@ -127,8 +132,12 @@ def test_named_tests_pass(tmp_path):
 
 def test_the_chapter_shows_every_claim():
     nb = nbformat.read(ROOT / "book" / "10_claims.ipynb", as_version=4)
-    html = "\n".join(str(output.get("data", {}).get("text/html", "")) for cell in nb.cells
-                     if cell.cell_type == "code" for output in cell.outputs)
+    html = "\n".join(
+        str(output.get("data", {}).get("text/html", ""))
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+    )
     missing = [i for i in IDS if f'id="claim-{i}"' not in html]
     assert not missing, f"claims missing from the committed chapter 10: {missing}; re-run it"
     source = (ROOT / "book" / "md_src" / "10_claims.md").read_text(encoding="utf-8")

@@ -19,10 +19,29 @@ from posenc import (
 from posenc.experiments import ALL_SCHEMES, DEFAULT_OUT, SCHEMA, build_task, main
 
 #: A configuration that trains in well under a second per run.
-TINY = dict(steps=4, train_length=4, multipliers=(1, 2), dim=16, num_heads=2, num_layers=1, batch_size=8,
-            num_examples=16)
-TINY_ARGS = ["--steps", "4", "--train-length", "4", "--multipliers", "1", "2", "--dim", "16", "--num-heads", "2",
-             "--num-layers", "1", "--batch-size", "8", "--num-examples", "16", "--quiet"]
+TINY = dict(
+    steps=4, train_length=4, multipliers=(1, 2), dim=16, num_heads=2, num_layers=1, batch_size=8, num_examples=16
+)
+TINY_ARGS = [
+    "--steps",
+    "4",
+    "--train-length",
+    "4",
+    "--multipliers",
+    "1",
+    "2",
+    "--dim",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--batch-size",
+    "8",
+    "--num-examples",
+    "16",
+    "--quiet",
+]
 
 
 def _without_timings(document):
@@ -41,16 +60,30 @@ def test_cli_writes_the_documented_schema(cli_results):
     document = json.loads(cli_results.read_text(encoding="utf-8"))
     assert document["schema"] == SCHEMA == "posenc.experiments/1"
     assert set(document) == {"schema", "config", "environment", "runs"}
-    assert document["config"] == ExperimentConfig(
-        schemes=("none", "learned", "rope_pi"), tasks=("shift", "lookup"), seeds=(0, 1), **TINY
-    ).to_dict()
+    assert (
+        document["config"]
+        == ExperimentConfig(
+            schemes=("none", "learned", "rope_pi"), tasks=("shift", "lookup"), seeds=(0, 1), **TINY
+        ).to_dict()
+    )
     assert {"date", "posenc", "torch", "python", "platform", "threads"} <= set(document["environment"])
     runs = document["runs"]
     assert [(r["task"], r["scheme"], r["seed"]) for r in runs] == [
         (t, s, seed) for t in ("shift", "lookup") for s in ("none", "learned", "rope_pi") for seed in (0, 1)
     ]
-    keys = {"scheme", "task", "seed", "task_repr", "chance", "max_len", "parameters", "losses", "final_loss",
-            "evaluations", "train_seconds"}
+    keys = {
+        "scheme",
+        "task",
+        "seed",
+        "task_repr",
+        "chance",
+        "max_len",
+        "parameters",
+        "losses",
+        "final_loss",
+        "evaluations",
+        "train_seconds",
+    }
     for run in runs:
         assert set(run) == keys
         assert run["final_loss"] == run["losses"][-1] and all(math.isfinite(x) for x in run["losses"])
@@ -117,16 +150,18 @@ def test_train_and_evaluate_returns_the_model():
 def test_each_run_builds_its_model_from_the_experiment():
     config = ExperimentConfig(schemes=("rope_pi",), tasks=("lookup",), seeds=(1,), **TINY)
     task = build_task(config, "lookup")
-    expected = TinyConfig(task.vocab_size, scheme="rope_pi", dim=16, num_heads=2, num_layers=1, max_len=4 + 4,
-                          causal=True, seed=1)
+    expected = TinyConfig(
+        task.vocab_size, scheme="rope_pi", dim=16, num_heads=2, num_layers=1, max_len=4 + 4, causal=True, seed=1
+    )
     assert config.model_config("rope_pi", task, 1) == expected
     record, model = train_and_evaluate(config, "rope_pi", "lookup", 1)
     assert model.config == expected and record["max_len"] == expected.max_len
 
 
 def test_cli_runs_as_a_module():
-    proc = subprocess.run([sys.executable, "-m", "posenc.experiments", "--help"], capture_output=True, text=True,
-                          cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "posenc.experiments", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.startswith("usage: python -m posenc.experiments")
     assert "--jobs" in proc.stdout and "default: experiments.json" in proc.stdout
@@ -137,13 +172,25 @@ def test_summary_by_hand():
     config = ExperimentConfig(schemes=("learned",), tasks=("shift",), seeds=(0, 1, 2), **TINY)
 
     def run(seed, accuracy):
-        evaluations = [{"multiplier": 1, "length": 4, "seq_len": 4, "status": "ok", "accuracy": accuracy},
-                       {"multiplier": 2, "length": 8, "seq_len": 8, "status": "cannot run", "accuracy": None,
-                        "reason": "past the table"}]
+        evaluations = [
+            {"multiplier": 1, "length": 4, "seq_len": 4, "status": "ok", "accuracy": accuracy},
+            {
+                "multiplier": 2,
+                "length": 8,
+                "seq_len": 8,
+                "status": "cannot run",
+                "accuracy": None,
+                "reason": "past the table",
+            },
+        ]
         return {"scheme": "learned", "task": "shift", "seed": seed, "evaluations": evaluations}
 
-    document = {"schema": SCHEMA, "config": config.to_dict(), "environment": {},
-                "runs": [run(0, 0.5), run(1, 0.75), run(2, 1.0)]}
+    document = {
+        "schema": SCHEMA,
+        "config": config.to_dict(),
+        "environment": {},
+        "runs": [run(0, 0.5), run(1, 0.75), run(2, 1.0)],
+    }
     at_1x, at_2x = experiment_summary(document)
     assert at_1x["mean"] == 0.75 and at_1x["std"] == 0.25  # sample standard deviation
     assert (at_1x["min"], at_1x["max"], at_1x["n"], at_1x["status"]) == (0.5, 1.0, 3, "ok")

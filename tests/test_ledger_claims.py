@@ -130,7 +130,8 @@ def test_seed_004_conditions_read_literally_define_half_the_channels():
     # with i counting pairs and no condition, every channel has its value
     pe = sinusoidal_encoding(torch.tensor(1.0, dtype=f64), d, dtype=f64)
     assert pe.tolist() == pytest.approx(
-        [f(10000.0 ** (-2 * i / d)) for i in range(d // 2) for f in (math.sin, math.cos)], abs=1e-15)
+        [f(10000.0 ** (-2 * i / d)) for i in range(d // 2) for f in (math.sin, math.cos)], abs=1e-15
+    )
 
 
 def test_seed_002_d4_table_is_not_the_sinusoidal_encoding():
@@ -179,8 +180,11 @@ class _LargestNewTensor(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-        sizes = [t.numel() for t in tree_leaves(out)
-                 if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs]
+        sizes = [
+            t.numel()
+            for t in tree_leaves(out)
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs
+        ]
         self.largest = max([self.largest, *sizes])
         return out
 
@@ -196,8 +200,9 @@ def test_shaw_direct_form_builds_an_l_by_l_by_d_tensor():
         largest[method] = counter.largest
     assert largest["materialize"] == L * L * d  # one d-vector per pair
     assert largest["shift"] == L * 2 * L  # the padded [L, 2L] score matrix, d / 2 = 32 times smaller
-    assert torch.allclose(relative_scores(q, table, method="shift"), relative_scores(q, table, method="materialize"),
-                          atol=1e-4)
+    assert torch.allclose(
+        relative_scores(q, table, method="shift"), relative_scores(q, table, method="materialize"), atol=1e-4
+    )
 
 
 # Learned tables and RoPE in published models ---------------------------------------------------
@@ -207,12 +212,11 @@ def test_bert_and_gpt2_learn_their_position_tables():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
-    bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                                vocab_size=100))
-    gpt2 = GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=100, bos_token_id=None,
-                                eos_token_id=None))
-    tables = {"BERT": (bert, "embeddings.position_embeddings.weight", 512),
-              "GPT-2": (gpt2, "wpe.weight", 1024)}
+    bert = BertModel(
+        BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    )
+    gpt2 = GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=100, bos_token_id=None, eos_token_id=None))
+    tables = {"BERT": (bert, "embeddings.position_embeddings.weight", 512), "GPT-2": (gpt2, "wpe.weight", 1024)}
     for model, name, rows in tables.values():
         table = dict(model.named_parameters())[name]  # a parameter: trained with the rest
         assert table.requires_grad and table.shape == (rows, 32)

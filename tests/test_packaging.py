@@ -156,8 +156,13 @@ def test_repository_url_is_set_once_and_everything_else_derives_from_it():
     # nothing outside the derived files spells the repository out
     derived = {p.relative_to(ROOT).as_posix() for p in sync_repo_url.expected_files()}
     derived |= {p.relative_to(ROOT).as_posix() for p in chapter_notebooks()}
-    files = [p for p in ROOT.rglob("*") if p.is_file() and not {".venv", "_build", ".git"} & set(p.parts)
-             and p.suffix in {".md", ".yml", ".py", ".toml", ".txt", ".ipynb", ".cfg", ".cff"}]
+    files = [
+        p
+        for p in ROOT.rglob("*")
+        if p.is_file()
+        and not {".venv", "_build", ".git"} & set(p.parts)
+        and p.suffix in {".md", ".yml", ".py", ".toml", ".txt", ".ipynb", ".cfg", ".cff"}
+    ]
     marks = (f"{owner}/{name}", f"{owner}.github.io")
     spelled = {p.relative_to(ROOT).as_posix() for p in files if any(m in p.read_text(errors="ignore") for m in marks)}
     assert spelled - derived == {"_config.yml"}
@@ -192,8 +197,11 @@ def test_make_refuses_a_python_older_than_3_11(tmp_path):
     fake = tmp_path / "python3"
     fake.write_text('#!/bin/sh\n[ "$1" = "--version" ] && echo "Python 3.10.12"\nexit 1\n')
     fake.chmod(0o755)
-    proc = subprocess.run(["make", "-C", str(ROOT), f"PYTHON={fake}", f"VENV={tmp_path / 'venv'}",
-                           f"{tmp_path / 'venv'}/.created"], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["make", "-C", str(ROOT), f"PYTHON={fake}", f"VENV={tmp_path / 'venv'}", f"{tmp_path / 'venv'}/.created"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0
     assert "needs Python 3.11 or newer" in proc.stdout and "Python 3.10.12" in proc.stdout
     assert "make PYTHON=python3.12" in proc.stdout
@@ -208,8 +216,16 @@ def test_jupyterlab_starts_from_the_environment(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
-    cmd = [str(scripts / "jupyter"), "lab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
-           "--IdentityProvider.token=check", f"--ServerApp.root_dir={ROOT / 'book'}"]
+    cmd = [
+        str(scripts / "jupyter"),
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        f"--port={port}",
+        "--ip=127.0.0.1",
+        "--IdentityProvider.token=check",
+        f"--ServerApp.root_dir={ROOT / 'book'}",
+    ]
     server = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline, status = time.monotonic() + 60, None

@@ -102,8 +102,10 @@ def test_generic_projection_breaks_offset_only_scores_pairwise_rotations_keep_th
     spread = max(torch.diagonal(scores, o).max() - torch.diagonal(scores, o).min() for o in range(-16, 17))
     assert spread > 1.0
     scales, angles = [0.5 + i / d for i in range(d // 2)], [0.3 * i for i in range(d // 2)]
-    blocks = [r * torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=f64)
-              for r, a in zip(scales, angles, strict=True)]
+    blocks = [
+        r * torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=f64)
+        for r, a in zip(scales, angles, strict=True)
+    ]
     scores = table @ torch.block_diag(*blocks) @ table.T
     spread = max(torch.diagonal(scores, o).max() - torch.diagonal(scores, o).min() for o in range(-16, 17))
     assert spread < 1e-12

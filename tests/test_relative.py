@@ -174,8 +174,12 @@ def renormalized_tail(weights, mem_len):
     return tail / tail.sum(-1, keepdim=True)
 
 
-@given(st.integers(1, 6), st.integers(0, 7), st.booleans(), st.sampled_from([ShawRelativeAttention,
-                                                                               TransformerXLRelativeAttention]))
+@given(
+    st.integers(1, 6),
+    st.integers(0, 7),
+    st.booleans(),
+    st.sampled_from([ShawRelativeAttention, TransformerXLRelativeAttention]),
+)
 def test_shifting_every_position_leaves_the_scores_unchanged(s, mem_len, causal, cls):
     # With m earlier tokens the segment sits at m .. m + s - 1; among its own tokens nothing changes.
     torch.manual_seed(s + mem_len)
@@ -261,21 +265,27 @@ def test_t5_buckets_by_hand():
     assert t5_relative_position_bucket(-3).tolist() == 3 and t5_relative_position_bucket(-3).dtype == torch.long
 
 
-configs = [(bi, nb, md) for bi in (True, False) for nb in (4, 5, 8, 18, 32, 33, 64) for md in (9, 20, 128, 1000)
-           if md > (nb // 2 if bi else nb) // 2]
+configs = [
+    (bi, nb, md)
+    for bi in (True, False)
+    for nb in (4, 5, 8, 18, 32, 33, 64)
+    for md in (9, 20, 128, 1000)
+    if md > (nb // 2 if bi else nb) // 2
+]
 
 
 @pytest.mark.parametrize("bidirectional, num_buckets, max_distance", configs)
 def test_t5_buckets_equal_transformers(bidirectional, num_buckets, max_distance):
     r = torch.arange(-3000, 3001).view(6001, 1) + torch.tensor([0, 7])  # 2-d input as well
-    ours = t5_relative_position_bucket(r, bidirectional=bidirectional, num_buckets=num_buckets,
-                                       max_distance=max_distance)
+    ours = t5_relative_position_bucket(
+        r, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     theirs = hf_bucket(r, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
     assert torch.equal(ours, theirs)
     assert ours.min() >= 0 and ours.max() < num_buckets
 
 
-@given(st.booleans(), st.integers(2, 300), st.integers(1, 5000), st.lists(st.integers(-10**6, 10**6), min_size=1))
+@given(st.booleans(), st.integers(2, 300), st.integers(1, 5000), st.lists(st.integers(-(10**6), 10**6), min_size=1))
 def test_t5_buckets_equal_transformers_property(bidirectional, num_buckets, extra, rel):
     num_buckets += 2 * bidirectional
     exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
@@ -303,8 +313,14 @@ def test_t5_logarithm_in_float32_is_what_the_published_models_use():
 
 
 def hf_t5_attention(is_decoder, num_heads=3, num_buckets=32, max_distance=128):
-    config = T5Config(d_model=12, d_kv=4, num_heads=num_heads, relative_attention_num_buckets=num_buckets,
-                      relative_attention_max_distance=max_distance, is_decoder=is_decoder)
+    config = T5Config(
+        d_model=12,
+        d_kv=4,
+        num_heads=num_heads,
+        relative_attention_num_buckets=num_buckets,
+        relative_attention_max_distance=max_distance,
+        is_decoder=is_decoder,
+    )
     return T5Attention(config, has_relative_attention_bias=True, layer_idx=0)
 
 
@@ -364,21 +380,31 @@ def test_t5_bias_plugs_into_attention():
         (lambda: ShawRelativeAttention(10, 3), r"dim must be divisible by num_heads, got dim=10, num_heads=3"),
         (lambda: ShawRelativeAttention(8, method="fast"), r"method must be one of 'shift', 'materialize'; got 'fast'"),
         (lambda: ShawRelativeAttention(8)(torch.zeros(1, 3, 6)), r"\[batch, seq_len, 8\], got \(1, 3, 6\)"),
-        (lambda: ShawRelativeAttention(8)(torch.zeros(2, 3, 8), memory=torch.zeros(1, 3, 8)),
-         r"memory must have shape \[2, mem_len, 8\], got \(1, 3, 8\)"),
+        (
+            lambda: ShawRelativeAttention(8)(torch.zeros(2, 3, 8), memory=torch.zeros(1, 3, 8)),
+            r"memory must have shape \[2, mem_len, 8\], got \(1, 3, 8\)",
+        ),
         (lambda: TransformerXLRelativeAttention(9, 3), r"dim must be even .* got 9"),
         (lambda: TransformerXLRelativeAttention(8, -2), r"num_heads must be >= 1, got -2"),
         (lambda: TransformerXLRelativeAttention(8, base=0.5), r"base must be a finite number > 1, got 0.5"),
         (lambda: TransformerXLRelativeAttention(8)(torch.zeros(3, 8)), r"got \(3, 8\)"),
         (lambda: t5_relative_position_bucket(torch.arange(3), num_buckets=0), r"num_buckets must be >= 1, got 0"),
-        (lambda: t5_relative_position_bucket(torch.arange(3), num_buckets=3),
-         r"num_buckets must be >= 4 with bidirectional=True .* got 3"),
-        (lambda: t5_relative_position_bucket(torch.arange(3), bidirectional=False, num_buckets=1),
-         r"num_buckets must be >= 2 with bidirectional=False .* got 1"),
-        (lambda: t5_relative_position_bucket(torch.arange(3), max_distance=8),
-         r"max_distance must be larger than the 8 exact buckets .* got 8"),
-        (lambda: t5_relative_position_bucket(torch.arange(3), bidirectional=False, num_buckets=8, max_distance=3),
-         r"max_distance must be larger than the 4 exact buckets .* got 3"),
+        (
+            lambda: t5_relative_position_bucket(torch.arange(3), num_buckets=3),
+            r"num_buckets must be >= 4 with bidirectional=True .* got 3",
+        ),
+        (
+            lambda: t5_relative_position_bucket(torch.arange(3), bidirectional=False, num_buckets=1),
+            r"num_buckets must be >= 2 with bidirectional=False .* got 1",
+        ),
+        (
+            lambda: t5_relative_position_bucket(torch.arange(3), max_distance=8),
+            r"max_distance must be larger than the 8 exact buckets .* got 8",
+        ),
+        (
+            lambda: t5_relative_position_bucket(torch.arange(3), bidirectional=False, num_buckets=8, max_distance=3),
+            r"max_distance must be larger than the 4 exact buckets .* got 3",
+        ),
         (lambda: t5_relative_position_bucket(torch.arange(3.0)), r"integer tensor, got dtype torch.float32"),
         (lambda: T5RelativeBias(0), r"num_heads must be >= 1, got 0"),
         (lambda: T5RelativeBias(4, num_buckets=-32), r"num_buckets must be >= 1, got -32"),

@@ -44,8 +44,9 @@ def test_hand_values_of_each_type():
     ntk = ntk_scaled_base(10000.0, 3.0, 8) ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
     assert torch.allclose(at_trained, theta, rtol=1e-15) and torch.allclose(at_double, ntk, rtol=1e-15)
     # YaRN's default attention factor: 0.1 ln(s) + 1
-    _, attention = ROPE_SCALINGS["yarn"].frequencies(8, 10000.0, parse_scaling(
-        {"rope_type": "yarn", **PARAMS["yarn"]}, 10000.0), None, cpu)
+    _, attention = ROPE_SCALINGS["yarn"].frequencies(
+        8, 10000.0, parse_scaling({"rope_type": "yarn", **PARAMS["yarn"]}, 10000.0), None, cpu
+    )
     assert attention == pytest.approx(0.1 * math.log(8.0) + 1.0, rel=1e-15)
 
 
@@ -53,12 +54,24 @@ def test_hand_values_of_each_type():
     ("scaling", "message"),
     [
         ({"rope_type": "linear"}, r"scaling is missing 'factor'"),
-        ({"rope_type": "linear", "factor": 2.0, "beta_fast": 3},
-         r"unknown key\(s\) 'beta_fast' for rope_type 'linear'"),
-        ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8, "beta_fast": 1, "beta_slow": 2},
-         r"beta_fast'\] must be > scaling\['beta_slow'\]"),
-        ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8, "low_freq_factor": 4,
-          "high_freq_factor": 1}, r"high_freq_factor'\] must be > scaling\['low_freq_factor'\]"),
+        (
+            {"rope_type": "linear", "factor": 2.0, "beta_fast": 3},
+            r"unknown key\(s\) 'beta_fast' for rope_type 'linear'",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8, "beta_fast": 1, "beta_slow": 2},
+            r"beta_fast'\] must be > scaling\['beta_slow'\]",
+        ),
+        (
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "original_max_position_embeddings": 8,
+                "low_freq_factor": 4,
+                "high_freq_factor": 1,
+            },
+            r"high_freq_factor'\] must be > scaling\['low_freq_factor'\]",
+        ),
         ({"rope_type": "linear", "factor": 0.5}, r"scaling\['factor'\] must be a finite number >= 1, got 0.5"),
         ({"rope_type": "nope"}, r"scaling\['rope_type'\] must be one of"),
         ({"rope_type": "default", "rope_theta": 500.0}, r"disagrees with base = 10000"),

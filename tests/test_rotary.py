@@ -42,17 +42,46 @@ SCALINGS = [
     (96, 1e6, {"rope_type": "linear", "factor": 2.5}),
     (128, 10000.0, {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 4096}),
     (128, 10000.0, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}),
-    (64, 10000.0, {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 2048,
-                   "beta_fast": 16, "beta_slow": 2}),
-    (64, 10000.0, {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
-                   "mscale": 1.0, "mscale_all_dim": 0.707}),
-    (64, 10000.0, {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 2048,
-                   "truncate": False}),
-    (32, 10000.0, {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 512,
-                   "attention_factor": 1.5}),
+    (
+        64,
+        10000.0,
+        {
+            "rope_type": "yarn",
+            "factor": 16.0,
+            "original_max_position_embeddings": 2048,
+            "beta_fast": 16,
+            "beta_slow": 2,
+        },
+    ),
+    (
+        64,
+        10000.0,
+        {
+            "rope_type": "yarn",
+            "factor": 40.0,
+            "original_max_position_embeddings": 4096,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.707,
+        },
+    ),
+    (64, 10000.0, {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 2048, "truncate": False}),
+    (
+        32,
+        10000.0,
+        {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 512, "attention_factor": 1.5},
+    ),
     (128, 500000.0, LLAMA31),
-    (64, 10000.0, {"rope_type": "llama3", "factor": 4.0, "original_max_position_embeddings": 2048,
-                   "low_freq_factor": 2.0, "high_freq_factor": 8.0}),
+    (
+        64,
+        10000.0,
+        {
+            "rope_type": "llama3",
+            "factor": 4.0,
+            "original_max_position_embeddings": 2048,
+            "low_freq_factor": 2.0,
+            "high_freq_factor": 8.0,
+        },
+    ),
 ]
 
 
@@ -66,8 +95,11 @@ def hf_rope_parameters(head_dim, base, scaling, seq_len=None):
     elif rope_type in ("yarn", "llama3"):
         max_pos = int(params["factor"] * params["original_max_position_embeddings"])
     config = LlamaConfig(
-        hidden_size=2 * head_dim, num_attention_heads=2, head_dim=head_dim,
-        max_position_embeddings=max_pos, rope_parameters=params,
+        hidden_size=2 * head_dim,
+        num_attention_heads=2,
+        head_dim=head_dim,
+        max_position_embeddings=max_pos,
+        rope_parameters=params,
     )
     if rope_type == "default":
         return LlamaRotaryEmbedding.compute_default_rope_parameters(config)
@@ -78,8 +110,13 @@ def llama_rotary(head_dim, base, scaling):
     """transformers' LLaMA rotary module for the same parameters."""
     params = dict(scaling or {"rope_type": "default"}, rope_theta=base)
     max_pos = int(params.get("factor", 1) * params.get("original_max_position_embeddings", 256))
-    config = LlamaConfig(hidden_size=2 * head_dim, num_attention_heads=2, head_dim=head_dim,
-                         max_position_embeddings=max_pos, rope_parameters=params)
+    config = LlamaConfig(
+        hidden_size=2 * head_dim,
+        num_attention_heads=2,
+        head_dim=head_dim,
+        max_position_embeddings=max_pos,
+        rope_parameters=params,
+    )
     return LlamaRotaryEmbedding(config)
 
 
@@ -337,8 +374,9 @@ def test_layout_mismatch_keeps_position_zero_and_breaks_the_rest():
 # ---------------------------------------------------------------------------
 
 
-@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 24), st.sampled_from([2, 8, 32]), st.integers(0, 3000),
-       layouts)
+@given(
+    st.integers(1, 3), st.integers(1, 3), st.integers(1, 24), st.sampled_from([2, 8, 32]), st.integers(0, 3000), layouts
+)
 def test_module_at_offset_equals_functional_at_shifted_positions(b, h, s, d, offset, layout):
     module = RotaryEmbedding(d, layout=layout, initial_len=8)
     g = torch.Generator().manual_seed(s + offset)
@@ -434,8 +472,15 @@ def test_what_each_scaling_does_to_wavelengths():
     yarn = ratio({"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original})
     assert torch.all(yarn[wavelength < original / 32] == 1.0)  # 32+ turns in the context: kept
     assert torch.allclose(yarn[wavelength > original], torch.tensor(factor, dtype=F64))  # under a turn: scaled
-    llama3 = ratio({"rope_type": "llama3", "factor": factor, "original_max_position_embeddings": original,
-                    "low_freq_factor": 1.0, "high_freq_factor": 4.0})
+    llama3 = ratio(
+        {
+            "rope_type": "llama3",
+            "factor": factor,
+            "original_max_position_embeddings": original,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        }
+    )
     assert torch.all(llama3[wavelength < original / 4] == 1.0)
     assert torch.allclose(llama3[wavelength > original], torch.tensor(factor, dtype=F64))
     assert torch.all(llama3[1:] >= llama3[:-1]) and torch.all(yarn[1:] >= yarn[:-1])
@@ -466,8 +511,9 @@ def test_yarn_attention_factor_scales_scores_by_its_square():
 
 def test_rope_theta_key_is_accepted_when_it_matches_base():
     params = dict(LLAMA31, rope_theta=500000.0)
-    assert torch.equal(rope_inv_freq(128, base=500000.0, scaling=params)[0],
-                       rope_inv_freq(128, base=500000.0, scaling=LLAMA31)[0])
+    assert torch.equal(
+        rope_inv_freq(128, base=500000.0, scaling=params)[0], rope_inv_freq(128, base=500000.0, scaling=LLAMA31)[0]
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -485,64 +531,110 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
         (lambda: rope_inv_freq(8, base=0.5), r"base must be a finite number > 1, got 0.5"),
         (lambda: rope_inv_freq(8, scaling={"rope_type": "ntk"}), r"scaling\['rope_type'\] must be one of .*'ntk'"),
         (lambda: rope_inv_freq(8, scaling={"rope_type": "linear"}), r"scaling is missing 'factor'.*'linear'"),
-        (lambda: rope_inv_freq(8, scaling={"rope_type": "yarn", "factor": 2.0}),
-         r"missing 'original_max_position_embeddings'.*'yarn'"),
-        (lambda: rope_inv_freq(8, scaling={"rope_type": "llama3", "factor": 2.0,
-                                           "original_max_position_embeddings": 8}),
-         r"missing 'low_freq_factor', 'high_freq_factor'"),
-        (lambda: rope_inv_freq(8, scaling={"rope_type": "dynamic", "factor": 2.0}),
-         r"missing 'original_max_position_embeddings'.*'dynamic'"),
-        (lambda: rope_inv_freq(8, scaling={"rope_type": "linear", "factor": 0.5}),
-         r"scaling\['factor'\] must be a finite number >= 1, got 0.5"),
+        (
+            lambda: rope_inv_freq(8, scaling={"rope_type": "yarn", "factor": 2.0}),
+            r"missing 'original_max_position_embeddings'.*'yarn'",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8, scaling={"rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 8}
+            ),
+            r"missing 'low_freq_factor', 'high_freq_factor'",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling={"rope_type": "dynamic", "factor": 2.0}),
+            r"missing 'original_max_position_embeddings'.*'dynamic'",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling={"rope_type": "linear", "factor": 0.5}),
+            r"scaling\['factor'\] must be a finite number >= 1, got 0.5",
+        ),
         (lambda: rope_inv_freq(8, scaling={"rope_type": "linear", "facter": 2.0}), r"unknown key\(s\) 'facter'"),
         (lambda: rope_inv_freq(8, scaling={"rope_type": "linear", "factor": "2"}), r"scaling\['factor'\].*got '2'"),
-        (lambda: rope_inv_freq(8, scaling=dict(YARN, original_max_position_embeddings=0)),
-         r"original_max_position_embeddings'\] must be >= 1, got 0"),
-        (lambda: rope_inv_freq(8, scaling=dict(YARN, beta_fast=1, beta_slow=2)),
-         r"beta_fast'\] must be > scaling\['beta_slow'\], got beta_fast=1 and beta_slow=2"),
-        (lambda: rope_inv_freq(8, scaling=dict(LLAMA31, low_freq_factor=4.0)),
-         r"high_freq_factor'\] must be > .*high_freq_factor=4 and low_freq_factor=4"),
+        (
+            lambda: rope_inv_freq(8, scaling=dict(YARN, original_max_position_embeddings=0)),
+            r"original_max_position_embeddings'\] must be >= 1, got 0",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling=dict(YARN, beta_fast=1, beta_slow=2)),
+            r"beta_fast'\] must be > scaling\['beta_slow'\], got beta_fast=1 and beta_slow=2",
+        ),
+        (
+            lambda: rope_inv_freq(8, scaling=dict(LLAMA31, low_freq_factor=4.0)),
+            r"high_freq_factor'\] must be > .*high_freq_factor=4 and low_freq_factor=4",
+        ),
         (lambda: rope_inv_freq(8, scaling=dict(YARN, rope_theta=500000.0)), r"rope_theta'\] = 500000.0 disagrees"),
         (lambda: rope_inv_freq(8, scaling=[("rope_type", "linear")]), r"scaling must be None or a dict"),
-        (lambda: rope_inv_freq(2, scaling={"rope_type": "dynamic", "factor": 2.0,
-                                           "original_max_position_embeddings": 8}), r"head_dim must be >= 4.*got 2"),
-        (lambda: rope_inv_freq(8, scaling={"rope_type": "dynamic", "factor": 2.0,
-                                           "original_max_position_embeddings": 8}, seq_len=-5),
-         r"seq_len must be a finite number > 0, got -5"),
+        (
+            lambda: rope_inv_freq(
+                2, scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}
+            ),
+            r"head_dim must be >= 4.*got 2",
+        ),
+        (
+            lambda: rope_inv_freq(
+                8, scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}, seq_len=-5
+            ),
+            r"seq_len must be a finite number > 0, got -5",
+        ),
         (lambda: ntk_scaled_base(10000.0, 0.9, 64), r"factor must be a finite number >= 1, got 0.9"),
         (lambda: ntk_scaled_base(10000.0, 2.0, 9), r"head_dim must be even.*got 9"),
         (lambda: rope_cos_sin(torch.arange(4), 6, layout="concat"), r"layout must be one of 'half', 'interleaved'"),
         (lambda: rope_cos_sin(torch.arange(4), 5), r"head_dim must be even.*got 5"),
         (lambda: rope_cos_sin(torch.tensor([True]), 4), r"positions must hold real numbers"),
-        (lambda: rope_cos_sin(torch.arange(4), 4, angle_dtype=torch.bfloat16),
-         r"angle_dtype must be torch.float32 or torch.float64.*got torch.bfloat16"),
-        (lambda: apply_rope(torch.zeros(3, 7), torch.zeros(3, 7), torch.zeros(3, 7)),
-         r"head_dim \(x.shape\[-1\]\) must be even.*got 7"),
-        (lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 4), torch.zeros(3, 4)),
-         r"cos has shape \(3, 4\), expected last dim 8"),
-        (lambda: apply_rope(torch.zeros(3, 8), torch.zeros(5, 8), torch.zeros(5, 8)),
-         r"cos has shape \(5, 8\).*broadcastable to x \(3, 8\)"),
-        (lambda: apply_rope(torch.zeros(3, 8), torch.zeros(2, 3, 8), torch.zeros(2, 3, 8)),
-         r"cos has shape \(2, 3, 8\)"),
-        (lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 8), torch.zeros(1, 8)),
-         r"cos and sin must have one shape, got cos \(3, 8\) and sin \(1, 8\)"),
-        (lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 8), torch.zeros(3, 8), layout="neox"),
-         r"layout must be one of .*'neox'"),
+        (
+            lambda: rope_cos_sin(torch.arange(4), 4, angle_dtype=torch.bfloat16),
+            r"angle_dtype must be torch.float32 or torch.float64.*got torch.bfloat16",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(3, 7), torch.zeros(3, 7), torch.zeros(3, 7)),
+            r"head_dim \(x.shape\[-1\]\) must be even.*got 7",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 4), torch.zeros(3, 4)),
+            r"cos has shape \(3, 4\), expected last dim 8",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(3, 8), torch.zeros(5, 8), torch.zeros(5, 8)),
+            r"cos has shape \(5, 8\).*broadcastable to x \(3, 8\)",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(3, 8), torch.zeros(2, 3, 8), torch.zeros(2, 3, 8)),
+            r"cos has shape \(2, 3, 8\)",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 8), torch.zeros(1, 8)),
+            r"cos and sin must have one shape, got cos \(3, 8\) and sin \(1, 8\)",
+        ),
+        (
+            lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 8), torch.zeros(3, 8), layout="neox"),
+            r"layout must be one of .*'neox'",
+        ),
         (lambda: rope_weight_permutation(6, 0), r"num_heads must be >= 1, got 0"),
         (lambda: rope_weight_permutation(6, 2, dst="concat"), r"dst must be one of 'half', 'interleaved'"),
         (lambda: RotaryEmbedding(6, layout="gptj"), r"layout must be one of"),
         (lambda: RotaryEmbedding(5), r"head_dim must be even.*got 5"),
         (lambda: RotaryEmbedding(8, scaling={"rope_type": "longrope"}), r"rope_type'\] must be one of"),
-        (lambda: RotaryEmbedding(8)(torch.zeros(1, 2, 3, 6), torch.zeros(1, 2, 3, 8)),
-         r"q must have shape \[..., seq_len, 8\].*got \(1, 2, 3, 6\)"),
-        (lambda: RotaryEmbedding(8)(torch.zeros(1, 2, 3, 8), torch.zeros(1, 2, 4, 8)),
-         r"k has length 4 \(dim -2\), expected q's length 3"),
-        (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8), offset=-1),
-         r"offset must be >= 0, got -1"),
-        (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8), positions=torch.arange(4)),
-         r"positions must have shape \[3\] or \[batch, 3\].*got \(4,\)"),
-        (lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8), positions=torch.arange(3), offset=2),
-         r"either positions or offset, not both; got offset=2"),
+        (
+            lambda: RotaryEmbedding(8)(torch.zeros(1, 2, 3, 6), torch.zeros(1, 2, 3, 8)),
+            r"q must have shape \[..., seq_len, 8\].*got \(1, 2, 3, 6\)",
+        ),
+        (
+            lambda: RotaryEmbedding(8)(torch.zeros(1, 2, 3, 8), torch.zeros(1, 2, 4, 8)),
+            r"k has length 4 \(dim -2\), expected q's length 3",
+        ),
+        (
+            lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8), offset=-1),
+            r"offset must be >= 0, got -1",
+        ),
+        (
+            lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8), positions=torch.arange(4)),
+            r"positions must have shape \[3\] or \[batch, 3\].*got \(4,\)",
+        ),
+        (
+            lambda: RotaryEmbedding(8)(torch.zeros(1, 3, 8), torch.zeros(1, 3, 8), positions=torch.arange(3), offset=2),
+            r"either positions or offset, not both; got offset=2",
+        ),
     ],
 )
 def test_bad_input_names_argument_and_value(call, match):

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import posenc.experiments.schemes as registry
+import posenc.experiments.registry as registry
 from posenc import (
     PositionScheme,
     RotaryEmbedding,
@@ -23,7 +23,7 @@ from posenc import (
     tiny_accuracy,
     train_tiny,
 )
-from posenc.experiments.schemes import ALiBiScheme, RopePIScheme, RopeScheme, ShawScheme, T5Scheme
+from posenc.experiments.schemes import ALiBiScheme, LearnedScheme, RopePIScheme, RopeScheme, ShawScheme, T5Scheme
 from posenc.relative import ShawRelativeEmbeddings
 
 NEW = ["shaw", "t5", "alibi", "rope", "rope_pi"]
@@ -329,7 +329,7 @@ def test_factories_get_only_the_model_keywords_they_name(monkeypatch):
     ]
     with pytest.raises(ValueError, match=r"scheme 'heads_only' has no option\(s\) \['bsae'\]; it accepts 'width'$"):
         make_position_scheme("heads_only", dim=32, num_heads=4, max_len=16, bsae=500)
-    assert type(make_position_scheme("learned", dim=4, num_heads=1, max_len=4)) is registry.LearnedScheme
+    assert type(make_position_scheme("learned", dim=4, num_heads=1, max_len=4)) is LearnedScheme
 
 
 # --- Shaw holds the module of chapter 5, and the seed draws the weights in construction order ----

@@ -150,8 +150,10 @@ def test_module_dropout_after_addition():
         (lambda: sinusoidal_encoding(torch.arange(3), 4, layout="half"), r"layout must be one of .*'half'"),
         (lambda: sinusoidal_encoding(torch.arange(3), 4, base=1.0), r"base must be a finite number > 1, got 1"),
         (lambda: sinusoidal_encoding(torch.tensor([True]), 4), r"positions must hold real numbers"),
-        (lambda: sinusoidal_encoding(torch.arange(3), 4, angle_dtype=torch.float16),
-         r"angle_dtype must be torch.float32 or torch.float64 .*got torch.float16"),
+        (
+            lambda: sinusoidal_encoding(torch.arange(3), 4, angle_dtype=torch.float16),
+            r"angle_dtype must be torch.float32 or torch.float64 .*got torch.float16",
+        ),
         (lambda: sinusoidal_table(-1, 4), r"num_positions must be >= 0, got -1"),
         (lambda: SinusoidalPositionalEncoding(5), r"dim must be even.*got 5"),
         (lambda: SinusoidalPositionalEncoding(4, layout="rope"), r"layout must be one of"),

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-import posenc.experiments.schemes as schemes
+import posenc.experiments.registry as schemes
 from posenc import (
     LookupTask,
     PositionScheme,
@@ -291,13 +291,24 @@ def test_accuracy_by_position_marks_unanswered_positions():
 def test_tiny_config_defaults_reach_the_model():
     config = TinyConfig(12)
     assert (config.scheme, config.dim, config.num_heads, config.num_layers, config.max_len) == (
-        "sinusoidal", 64, 2, 2, 64)
+        "sinusoidal",
+        64,
+        2,
+        2,
+        64,
+    )
     assert (config.causal, config.mlp_ratio, config.embed_std, config.seed) == (False, 2, 0.3, 0)
     assert config.scheme_options == {} and config.head_dim == 32
     model = TinyTransformer(config)
     assert model.config is config
     assert (model.vocab_size, model.dim, model.num_heads, model.max_len, model.causal, model.scheme_name) == (
-        12, 64, 2, 64, False, "sinusoidal")
+        12,
+        64,
+        2,
+        64,
+        False,
+        "sinusoidal",
+    )
     assert model.embed.weight.shape == (12, 64) and model.head.out_features == 12 and len(model.blocks) == 2
     assert model.blocks[0].mlp[0].out_features == 128 and model.blocks[0].attn.head_dim == 32
     assert abs(model.embed.weight.std().item() - 0.3) < 0.05
@@ -318,8 +329,11 @@ def test_tiny_config_is_frozen_keyword_only_and_copies_its_options():
 
 
 def test_the_model_takes_one_config():
-    with pytest.raises(ValueError, match=r"config must be a TinyConfig, got 12 \(int\); build the model as "
-                                         r"TinyTransformer\(TinyConfig\(vocab_size, scheme=\.\.\., \.\.\.\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"config must be a TinyConfig, got 12 \(int\); build the model as "
+        r"TinyTransformer\(TinyConfig\(vocab_size, scheme=\.\.\., \.\.\.\)\)",
+    ):
         TinyTransformer(12)
     with pytest.raises(TypeError):
         TinyTransformer(12, scheme="learned")
@@ -334,10 +348,14 @@ def test_the_model_takes_one_config():
         (dict(vocab_size=12, causal=1), r"causal must be True or False, got 1"),
         (dict(vocab_size=12, seed=-1), r"seed must be >= 0, got -1"),
         (dict(vocab_size=12, scheme="rotary"), r"scheme must be one of .*'rope'.*; got 'rotary'"),
-        (dict(vocab_size=12, scheme="rope", scheme_options={"bsae": 500}),
-         r"position scheme 'rope' has no option\(s\) \['bsae'\]; it accepts 'base', 'layout'"),
-        (dict(vocab_size=12, scheme="learned", scheme_options={"max_len": 8}),
-         r"\['max_len'\] are set by the model, not by scheme options"),
+        (
+            dict(vocab_size=12, scheme="rope", scheme_options={"bsae": 500}),
+            r"position scheme 'rope' has no option\(s\) \['bsae'\]; it accepts 'base', 'layout'",
+        ),
+        (
+            dict(vocab_size=12, scheme="learned", scheme_options={"max_len": 8}),
+            r"\['max_len'\] are set by the model, not by scheme options",
+        ),
         (dict(vocab_size=12, scheme_options=[("base", 500.0)]), r"scheme options must be a mapping"),
     ],
 )

@@ -56,8 +56,10 @@ def qk(batch, q_heads, kv_heads, seq_len, head_dim, dtype, *, seed=0, projected=
         q = randn(batch, seq_len, q_heads, head_dim, dtype=dtype, seed=seed).transpose(1, 2)
         k = randn(batch, seq_len, kv_heads, head_dim, dtype=dtype, seed=seed + 1).transpose(1, 2)
         return q, k
-    return (randn(batch, q_heads, seq_len, head_dim, dtype=dtype, seed=seed),
-            randn(batch, kv_heads, seq_len, head_dim, dtype=dtype, seed=seed + 1))
+    return (
+        randn(batch, q_heads, seq_len, head_dim, dtype=dtype, seed=seed),
+        randn(batch, kv_heads, seq_len, head_dim, dtype=dtype, seed=seed + 1),
+    )
 
 
 def assert_close(actual, expected):
@@ -139,8 +141,13 @@ def test_scalings_attention_factor_and_dynamic_frequencies():
     for scaling in (
         {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
         {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 64},
-        {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 64,
-         "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "original_max_position_embeddings": 64,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
     ):
         triton_module = RotaryEmbedding(16, scaling=scaling, backend="triton")
         torch_rope = RotaryEmbedding(16, scaling=scaling, backend="torch")
@@ -171,8 +178,9 @@ def test_every_output_element_is_written_over_poison():
     for interleaved in (False, True):
         q_out = torch.full_like(q, float("nan"))
         k_out = torch.full_like(k, float("nan"))
-        launch._launch_angles(q, q_out, k, k_out, (f_hi, f_lo), positions=None, offset=3, scale=1.0,
-                              interleaved=interleaved)
+        launch._launch_angles(
+            q, q_out, k, k_out, (f_hi, f_lo), positions=None, offset=3, scale=1.0, interleaved=interleaved
+        )
         assert torch.isfinite(q_out).all() and torch.isfinite(k_out).all()
         layout = "interleaved" if interleaved else "half"
         assert_close(q_out, RotaryEmbedding(12, layout=layout, backend="torch")(q, k, offset=3)[0])
@@ -250,8 +258,14 @@ def test_backward_through_in_place_rotation_of_an_intermediate():
     q, k = leaf_q * 2, leaf_k * 2  # not leaves: may be overwritten
     q_out, k_out = RotaryEmbedding(8, backend="triton")(q, k, offset=1, inplace=True)
     (q_out.sum() + 2 * k_out.sum()).backward()
-    expected = grads(RotaryEmbedding(8, backend="torch"), leaf_q.detach() * 2, leaf_k.detach() * 2,
-                     torch.ones_like(q), 2 * torch.ones_like(k), offset=1)
+    expected = grads(
+        RotaryEmbedding(8, backend="torch"),
+        leaf_q.detach() * 2,
+        leaf_k.detach() * 2,
+        torch.ones_like(q),
+        2 * torch.ones_like(k),
+        offset=1,
+    )
     assert_close(leaf_q.grad, 2 * expected[0])
     assert_close(leaf_k.grad, 2 * expected[1])
 
@@ -266,8 +280,10 @@ def test_backward_through_in_place_rotation_of_an_intermediate():
 def test_apply_rope_triton_reads_tables_like_torch(layout, dtype):
     x = randn(2, 3, 5, 12, dtype=dtype)
     cos, sin = rope_cos_sin(torch.arange(5, 10), 12, layout=layout)  # [s, d]
-    assert torch.equal(apply_rope(x, cos, sin, layout=layout, backend="triton"),
-                       apply_rope(x, cos, sin, layout=layout, backend="torch"))
+    assert torch.equal(
+        apply_rope(x, cos, sin, layout=layout, backend="triton"),
+        apply_rope(x, cos, sin, layout=layout, backend="torch"),
+    )
 
 
 def test_apply_rope_triton_broadcasts_and_takes_fewer_dims():
@@ -302,8 +318,13 @@ def test_apply_rope_triton_backward_is_the_transpose():
 
 @settings(max_examples=12)
 @given(
-    batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.integers(1, 3), seq_len=st.integers(1, 4),
-    pairs=st.integers(1, 9), offset=st.integers(0, 50_000), layout=st.sampled_from(ROPE_LAYOUTS),
+    batch=st.integers(1, 2),
+    kv_heads=st.integers(1, 2),
+    group=st.integers(1, 3),
+    seq_len=st.integers(1, 4),
+    pairs=st.integers(1, 9),
+    offset=st.integers(0, 50_000),
+    layout=st.sampled_from(ROPE_LAYOUTS),
     dtype=st.sampled_from(DTYPES),
 )
 def test_any_shape_equals_torch_path(batch, kv_heads, group, seq_len, pairs, offset, layout, dtype):
@@ -402,7 +423,7 @@ def test_triton_backend_refuses_what_the_kernel_cannot_do():
         module(q[0], k[0])
     with pytest.raises(ValueError, match=r"k must have shape \[1, h_kv, 3, 8\] to match q .* got \(2, 1, 3, 8\)"):
         module(q, torch.cat([k, k]))
-    with pytest.raises(ValueError, match=r"positions must have shape \[3\] or \[1, 3\] .* got \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"positions has 2 rows but q has batch 1 .*got \(2, 3\)"):
         module(q, k, torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match=r"pass either positions or offset, not both; got offset=2"):
         rope_qk_triton(q, k, rope_inv_freq(8)[0], positions=torch.arange(3), offset=2)

@@ -227,22 +227,38 @@ def _compile_examples():
     x, qk = torch.randn(2, 12, 16, generator=gen), torch.randn(2, 2, 12, 8, generator=gen)
     tokens = torch.randint(16, (2, 12), generator=gen)
     return {  # id: (module class, build, positional args, keyword args)
-        "sinusoidal, cache growing": (SinusoidalPositionalEncoding, lambda: SinusoidalPositionalEncoding(
-            16, initial_len=4), (x,), {"offset": 5}),
+        "sinusoidal, cache growing": (
+            SinusoidalPositionalEncoding,
+            lambda: SinusoidalPositionalEncoding(16, initial_len=4),
+            (x,),
+            {"offset": 5},
+        ),
         "learned": (LearnedPositionalEmbedding, lambda: LearnedPositionalEmbedding(32, 16), (x,), {"offset": 3}),
         "rotary, cache growing": (RotaryEmbedding, lambda: RotaryEmbedding(8, initial_len=4), (qk, qk), {"offset": 2}),
-        "rotary, float positions": (RotaryEmbedding, lambda: RotaryEmbedding(8), (qk, qk), {
-            "positions": torch.arange(12) * 0.5}),
+        "rotary, float positions": (
+            RotaryEmbedding,
+            lambda: RotaryEmbedding(8),
+            (qk, qk),
+            {"positions": torch.arange(12) * 0.5},
+        ),
         "multi-head attention": (MultiHeadSelfAttention, lambda: MultiHeadSelfAttention(16, 2), (x,), {"causal": True}),
         "shaw": (ShawRelativeAttention, lambda: ShawRelativeAttention(16, 2), (x,), {"causal": True}),
         "shaw tables": (ShawRelativeEmbeddings, lambda: ShawRelativeEmbeddings(8, 4), (12, 12), {"offset": 0}),
-        "transformer-xl": (TransformerXLRelativeAttention, lambda: TransformerXLRelativeAttention(16, 2), (x,), {
-            "memory": x}),
+        "transformer-xl": (
+            TransformerXLRelativeAttention,
+            lambda: TransformerXLRelativeAttention(16, 2),
+            (x,),
+            {"memory": x},
+        ),
         "t5 bias": (T5RelativeBias, lambda: T5RelativeBias(2), (12, 12), {"offset": 0}),
         "alibi bias": (ALiBiBias, lambda: ALiBiBias(2), (12, 12), {}),
         # Known graph breaks: a data-dependent branch on tensor values, which fullgraph refuses.
-        "rotary, integer positions": (RotaryEmbedding, lambda: RotaryEmbedding(8), (qk, qk), {
-            "positions": torch.arange(12)}),
+        "rotary, integer positions": (
+            RotaryEmbedding,
+            lambda: RotaryEmbedding(8),
+            (qk, qk),
+            {"positions": torch.arange(12)},
+        ),
         "tiny transformer": (TinyTransformer, lambda: TinyTransformer(TinyConfig(16, dim=16)), (tokens,), {}),
     }
 
@@ -252,9 +268,12 @@ GRAPH_BREAKS = {
     "tiny transformer": "TinyTransformer.forward checks the token ids' range with tensor comparisons",
 }
 COMPILE_CASES = [
-    pytest.param(name, marks=pytest.mark.xfail(
-        reason=GRAPH_BREAKS[name], raises=torch._dynamo.exc.TorchDynamoException, strict=True))
-    if name in GRAPH_BREAKS else name
+    pytest.param(
+        name,
+        marks=pytest.mark.xfail(reason=GRAPH_BREAKS[name], raises=torch._dynamo.exc.TorchDynamoException, strict=True),
+    )
+    if name in GRAPH_BREAKS
+    else name
     for name in _compile_examples()
 ]
 
@@ -280,7 +299,8 @@ def test_fullgraph_compile_captures_one_graph(name):
 
 def test_every_public_module_has_a_compile_example():
     modules = {
-        getattr(posenc, name) for name in posenc.__all__
+        getattr(posenc, name)
+        for name in posenc.__all__
         if isinstance(getattr(posenc, name), type) and issubclass(getattr(posenc, name), torch.nn.Module)
     }
     covered = {cls for cls, *_ in _compile_examples().values()}

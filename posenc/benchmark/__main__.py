@@ -21,8 +21,11 @@ _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m posenc.benchmark", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="JSON file, or folder for gpu_rope_<device>.json, to write "
-                        "(default: gpu_rope_<device>.json here; the book reads posenc_book/data/)")
+    parser.add_argument(
+        "--out",
+        help="JSON file, or folder for gpu_rope_<device>.json, to write "
+        "(default: gpu_rope_<device>.json here; the book reads posenc_book/data/)",
+    )
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--dtype", default=None, choices=sorted(_DTYPES), help="default bfloat16 on a GPU")
     parser.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
@@ -42,9 +45,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 1 if any check failed, else 0.
     """
     args = _parser().parse_args(argv)
-    result = run_benchmark(args.device, dtype=_DTYPES[args.dtype] if args.dtype else None, ops=args.ops,
-                           impls=args.impl, quick=args.quick, run_s=args.run_s,
-                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+    result = run_benchmark(
+        args.device,
+        dtype=_DTYPES[args.dtype] if args.dtype else None,
+        ops=args.ops,
+        impls=args.impl,
+        quick=args.quick,
+        run_s=args.run_s,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     out = args.out
     if out is None or out.endswith(("/", "\\")) or Path(out).is_dir():  # a folder: name the file after the device
         out = default_path(result, out or ".")

@@ -73,11 +73,17 @@ def _rope_case(shape: RopeShape, impl: RopeImpl, device, dtype: torch.dtype, gen
         out = call_poisoned(fn, (q, k), (q, k), device, traceable=impl.traceable)
         return relative_error(out, refs)
 
-    nbytes = rope_bytes(shape.batch, shape.seq_len, shape.q_heads, shape.kv_heads, shape.head_dim, dtype)
+    nbytes = rope_bytes(shape.batch, shape.seq_len, shape.q_heads, shape.kv_heads, shape.head_dim, dtype=dtype)
     return Case(
-        "rope", impl.name, impl.label, {**asdict(shape), "phase": shape.phase}, nbytes,
-        build=partial(impl.build, shape, device, dtype), check=check,
-        make_set=partial(rope_inputs, shape, dtype, device, generator), set_bytes=nbytes // 2,
+        "rope",
+        impl.name,
+        impl.label,
+        {**asdict(shape), "phase": shape.phase},
+        nbytes,
+        build=partial(impl.build, shape, device, dtype),
+        check=check,
+        make_set=partial(rope_inputs, shape, dtype, device, generator),
+        set_bytes=nbytes // 2,
         host=shape.phase == "decode",
     )
 
@@ -158,8 +164,17 @@ def _sinusoidal_cases_at(batch: int, seq_len: int, dim: int, device, dtype: torc
     fields = {"batch": batch, "seq_len": seq_len, "dim": dim, "phase": "prefill"}
     nbytes = sinusoidal_add_bytes(batch, seq_len, dim, dtype)
     return [
-        Case("sinusoidal", name, label, fields, nbytes, build=builds[name], check=check, make_set=make_set,
-             set_bytes=batch * seq_len * dim * dtype.itemsize)
+        Case(
+            "sinusoidal",
+            name,
+            label,
+            fields,
+            nbytes,
+            build=builds[name],
+            check=check,
+            make_set=make_set,
+            set_bytes=batch * seq_len * dim * dtype.itemsize,
+        )
         for name, label in SINUSOIDAL_IMPLS
     ]
 
@@ -213,8 +228,16 @@ def _alibi_case(num_heads: int, q_len: int, k_len: int, device, dtype: torch.dty
 
     fields = {"num_heads": num_heads, "q_len": q_len, "k_len": k_len, "phase": "decode" if q_len == 1 else "prefill"}
     return Case(
-        "alibi", "posenc", "posenc alibi_bias (causal)", fields, alibi_bias_bytes(num_heads, q_len, k_len, dtype),
-        build=lambda: partial(bias, dtype=dtype), check=check, make_set=tuple, set_bytes=0, host=q_len == 1,
+        "alibi",
+        "posenc",
+        "posenc alibi_bias (causal)",
+        fields,
+        alibi_bias_bytes(num_heads, q_len, k_len, dtype),
+        build=lambda: partial(bias, dtype=dtype),
+        check=check,
+        make_set=tuple,
+        set_bytes=0,
+        host=q_len == 1,
     )
 
 

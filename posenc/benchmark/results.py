@@ -95,8 +95,10 @@ def record_line(r: dict) -> str:
     if r["status"] != "ok":
         return f"{r['op']:<10} {r['impl']:<22} {shape:<28} {r['status']}: {r['reason']}"
     host = f"  host {r['host_us_per_call']:.1f} us/call" if r.get("host_us_per_call") else ""
-    return (f"{r['op']:<10} {r['impl']:<22} {shape:<28} {r['ms'] * 1e3:>10.1f} us  {r['gbps']:>8.1f} GB/s  "
-            f"{100 * r['copy_fraction']:>5.1f}% of copy  err {r['rel_err']:.1e}{host}")
+    return (
+        f"{r['op']:<10} {r['impl']:<22} {shape:<28} {r['ms'] * 1e3:>10.1f} us  {r['gbps']:>8.1f} GB/s  "
+        f"{100 * r['copy_fraction']:>5.1f}% of copy  err {r['rel_err']:.1e}{host}"
+    )
 
 
 def summary_table(result: dict) -> str:
@@ -125,8 +127,11 @@ def ok_records(result: dict, op: str, **match) -> list[dict]:
     Returns:
         The records, in file order.
     """
-    return [r for r in result["results"]
-            if r["op"] == op and r["status"] == "ok" and all(r.get(k) == v for k, v in match.items())]
+    return [
+        r
+        for r in result["results"]
+        if r["op"] == op and r["status"] == "ok" and all(r.get(k) == v for k, v in match.items())
+    ]
 
 
 def _find(records: list[dict], impl: str, batch: int, seq_len: int) -> dict | None:
@@ -158,12 +163,17 @@ def rope_targets(
     for batch in sorted({r["batch"] for r in records if r["seq_len"] == longest}):
         mine, other = _find(records, impl, batch, longest), _find(records, rival, batch, longest)
         frac = mine["copy_fraction"] if mine else None
-        rows.append({
-            "batch": batch, "seq_len": longest, "copy_fraction": frac,
-            "fraction_met": frac is not None and frac >= fraction,
-            "impl_us": mine["ms"] * 1e3 if mine else None, "rival_us": other["ms"] * 1e3 if other else None,
-            "rival_met": (mine["ms"] <= other["ms"]) if mine and other else None,
-        })
+        rows.append(
+            {
+                "batch": batch,
+                "seq_len": longest,
+                "copy_fraction": frac,
+                "fraction_met": frac is not None and frac >= fraction,
+                "impl_us": mine["ms"] * 1e3 if mine else None,
+                "rival_us": other["ms"] * 1e3 if other else None,
+                "rival_met": (mine["ms"] <= other["ms"]) if mine and other else None,
+            }
+        )
     return rows
 
 

@@ -38,16 +38,37 @@ OPS = ("rope", "sinusoidal", "alibi")
 
 def _new_record(case: Case, dtype: torch.dtype) -> dict:
     """The record of ``case`` before it runs: ``status`` "ok" and every measurement None."""
-    return {"op": case.op, "impl": case.impl, "label": case.label, **case.fields,
-            "dtype": str(dtype).removeprefix("torch."), "bytes": case.nbytes, "status": "ok", "reason": None,
-            "rel_err": None, "ms": None, "ms_q25": None, "ms_q75": None, "runs": None, "gbps": None,
-            "copy_fraction": None, "host_us_per_call": None}
+    return {
+        "op": case.op,
+        "impl": case.impl,
+        "label": case.label,
+        **case.fields,
+        "dtype": str(dtype).removeprefix("torch."),
+        "bytes": case.nbytes,
+        "status": "ok",
+        "reason": None,
+        "rel_err": None,
+        "ms": None,
+        "ms_q25": None,
+        "ms_q75": None,
+        "runs": None,
+        "gbps": None,
+        "copy_fraction": None,
+        "host_us_per_call": None,
+    }
 
 
 def _fill_timing(record: dict, timing: Timing, copy_gbps: float) -> dict:
     gbps = record["bytes"] / timing.median_ms / 1e6
-    record.update(ms=timing.median_ms, ms_q25=timing.q25_ms, ms_q75=timing.q75_ms, runs=timing.runs, gbps=gbps,
-                  copy_fraction=gbps / copy_gbps, host_us_per_call=timing.host_us_per_call)
+    record.update(
+        ms=timing.median_ms,
+        ms_q25=timing.q25_ms,
+        ms_q75=timing.q75_ms,
+        runs=timing.runs,
+        gbps=gbps,
+        copy_fraction=gbps / copy_gbps,
+        host_us_per_call=timing.host_us_per_call,
+    )
     return record
 
 
@@ -111,8 +132,12 @@ def device_info(device) -> dict:
     info = {"type": device.type, "cache_bytes": cache_bytes(device)}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        info.update(name=props.name, capability=f"{props.major}.{props.minor}", memory_bytes=props.total_memory,
-                    multiprocessors=props.multi_processor_count)
+        info.update(
+            name=props.name,
+            capability=f"{props.major}.{props.minor}",
+            memory_bytes=props.total_memory,
+            multiprocessors=props.multi_processor_count,
+        )
     else:
         name = platform.processor() or platform.machine()
         cpuinfo = Path("/proc/cpuinfo")
@@ -129,9 +154,15 @@ def versions() -> dict:
     Returns:
         ``{"python", "torch", "cuda", "triton", "transformers", "liger_kernel", "posenc"}``.
     """
-    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "triton": _version("triton"), "transformers": _version("transformers"),
-            "liger_kernel": _version("liger-kernel"), "posenc": __version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "triton": _version("triton"),
+        "transformers": _version("transformers"),
+        "liger_kernel": _version("liger-kernel"),
+        "posenc": __version__,
+    }
 
 
 def _resolve_device(device) -> torch.device:
@@ -185,17 +216,24 @@ def _method(on_gpu: bool, run_s: float, dtype: torch.dtype) -> dict:
         "timer": "CUDA events per call" if on_gpu else "torch.utils.benchmark blocked_autorange",
         "statistic": "median",
         "cache": "inputs rotated over sets totalling more than twice the last-level cache, or the cache "
-                 "overwritten between calls",
+        "overwritten between calls",
         "check": "float64 reference, relative error ||out - ref|| / ||ref||; tensors allocated by the "
-                 "implementation filled with NaN first",
+        "implementation filled with NaN first",
         "inputs": "standard normal; q, k as [b, h, s, d] views of [b, s, h, d] memory",
         "run_s": run_s,
         "tolerance": TOLERANCE[dtype],
     }
 
 
-def _run_cases(cases: list[Case], device: torch.device, dtype: torch.dtype, *, run_s: float,
-               copy_bytes: int | None, progress: Callable[[str], None]) -> tuple[dict, list[dict]]:
+def _run_cases(
+    cases: list[Case],
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    run_s: float,
+    copy_bytes: int | None,
+    progress: Callable[[str], None],
+) -> tuple[dict, list[dict]]:
     """Measure the copy ceiling, then run every case; return ``(copy, records)``."""
     copy = measure_copy(device, copy_bytes, run_s=run_s)
     progress(f"copy: {copy['bytes'] / 2**30:.2f} GiB moved, {copy['ms']:.3f} ms, {copy['gbps']:.1f} GB/s")
@@ -258,13 +296,28 @@ def run_benchmark(
         raise ValueError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
     for op in ops:
         check_choice("ops", op, OPS)
-    cases = _build_cases(ops, device, dtype, quick=quick, rope_shapes=rope_shapes,
-                         impls=_resolve_impls(impls, on_gpu), sinusoidal_shapes=sinusoidal_cases,
-                         alibi_shapes=alibi_cases)
+    cases = _build_cases(
+        ops,
+        device,
+        dtype,
+        quick=quick,
+        rope_shapes=rope_shapes,
+        impls=_resolve_impls(impls, on_gpu),
+        sinusoidal_shapes=sinusoidal_cases,
+        alibi_shapes=alibi_cases,
+    )
     run_s = run_s if run_s is not None else (0.05 if quick else (0.3 if on_gpu else 0.2))
-    copy, records = _run_cases(cases, device, dtype, run_s=run_s, copy_bytes=copy_bytes,
-                               progress=progress or (lambda line: None))
-    return {"schema": SCHEMA, "synthetic": False, "device": device_info(device), "versions": versions(),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "dtype": str(dtype).removeprefix("torch."), "method": _method(on_gpu, run_s, dtype), "copy": copy,
-            "results": records}
+    copy, records = _run_cases(
+        cases, device, dtype, run_s=run_s, copy_bytes=copy_bytes, progress=progress or (lambda line: None)
+    )
+    return {
+        "schema": SCHEMA,
+        "synthetic": False,
+        "device": device_info(device),
+        "versions": versions(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "dtype": str(dtype).removeprefix("torch."),
+        "method": _method(on_gpu, run_s, dtype),
+        "copy": copy,
+        "results": records,
+    }

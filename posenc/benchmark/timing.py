@@ -130,8 +130,9 @@ def time_cpu(fn: Callable, sets: Sequence[tuple], *, run_s: float) -> Timing:
         The :class:`Timing` (per call).
     """
     cycle = itertools.cycle(sets)
-    timer = torch_benchmark.Timer(stmt="fn(*next(cycle))", globals={"fn": fn, "cycle": cycle},
-                                  num_threads=torch.get_num_threads())
+    timer = torch_benchmark.Timer(
+        stmt="fn(*next(cycle))", globals={"fn": fn, "cycle": cycle}, num_threads=torch.get_num_threads()
+    )
     timer.timeit(1)  # warm-up
     m = timer.blocked_autorange(min_run_time=run_s)
     times = sorted(m.times)
@@ -142,8 +143,9 @@ def time_cpu(fn: Callable, sets: Sequence[tuple], *, run_s: float) -> Timing:
     return Timing(m.median * 1e3, q25 * 1e3, q75 * 1e3, m.number_per_run * len(m.times))
 
 
-def timed(fn: Callable, make_set: Callable[[], tuple], set_bytes: int, device, *, run_s: float,
-          host: bool = False) -> Timing:
+def timed(
+    fn: Callable, make_set: Callable[[], tuple], set_bytes: int, device, *, run_s: float, host: bool = False
+) -> Timing:
     """Time ``fn`` over input sets whose total exceeds twice the cache (or flush it when they cannot).
 
     Args:

@@ -39,7 +39,7 @@ def _check_counts(**counts: int) -> None:
 
 
 def rope_bytes(
-    batch: int, seq_len: int, q_heads: int, kv_heads: int, head_dim: int, dtype: torch.dtype = torch.bfloat16
+    batch: int, seq_len: int, q_heads: int, kv_heads: int, head_dim: int, *, dtype: torch.dtype = torch.bfloat16
 ) -> int:
     """Fewest bytes a RoPE call must move: queries and keys read once and written once.
 

@@ -35,26 +35,56 @@ def _parser() -> argparse.ArgumentParser:
         description="Train one tiny Transformer per position scheme, task and seed; evaluate it at multiples "
         "of the training length; write the results with their configuration as JSON.",
     )
-    parser.add_argument("--schemes", nargs="+", default=list(defaults.schemes), metavar="NAME",
-                        help=f"position schemes (default: all eight: {' '.join(defaults.schemes)})")
-    parser.add_argument("--tasks", nargs="+", default=list(defaults.tasks), metavar="NAME",
-                        help=f"tasks among {' '.join(TASKS)} (default: {' '.join(defaults.tasks)})")
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(defaults.seeds), metavar="N",
-                        help="seeds (default: 0 1 2)")
+    parser.add_argument(
+        "--schemes",
+        nargs="+",
+        default=list(defaults.schemes),
+        metavar="NAME",
+        help=f"position schemes (default: all eight: {' '.join(defaults.schemes)})",
+    )
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(defaults.tasks),
+        metavar="NAME",
+        help=f"tasks among {' '.join(TASKS)} (default: {' '.join(defaults.tasks)})",
+    )
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, default=list(defaults.seeds), metavar="N", help="seeds (default: 0 1 2)"
+    )
     parser.add_argument("--steps", type=int, default=defaults.steps, help="optimizer steps per run (default: 300)")
-    parser.add_argument("--train-length", type=int, default=defaults.train_length,
-                        help="data tokens per training input (default: 16)")
-    parser.add_argument("--multipliers", nargs="+", type=int, default=list(defaults.multipliers), metavar="M",
-                        help="evaluation lengths as multiples of the training length (default: 1 2 4)")
-    parser.add_argument("--causal", action=argparse.BooleanOptionalAction, default=defaults.causal,
-                        help="causal attention (default) or, with --no-causal, bidirectional")
+    parser.add_argument(
+        "--train-length", type=int, default=defaults.train_length, help="data tokens per training input (default: 16)"
+    )
+    parser.add_argument(
+        "--multipliers",
+        nargs="+",
+        type=int,
+        default=list(defaults.multipliers),
+        metavar="M",
+        help="evaluation lengths as multiples of the training length (default: 1 2 4)",
+    )
+    parser.add_argument(
+        "--causal",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.causal,
+        help="causal attention (default) or, with --no-causal, bidirectional",
+    )
     for name in ("dim", "num_heads", "num_layers", "batch_size", "warmup", "num_examples", "eval_seed"):
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name),
-                            help=f"default: {getattr(defaults, name)}")
+        parser.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=int,
+            default=getattr(defaults, name),
+            help=f"default: {getattr(defaults, name)}",
+        )
     parser.add_argument("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default: {defaults.lr})")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output JSON file (default: {DEFAULT_OUT})")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="runs trained at once, one process each (default: 1; results do not depend on it)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs trained at once, one process each (default: 1; results do not depend on it)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -75,4 +105,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not quiet:
         print(f"wrote {len(results['runs'])} runs to {out}", file=sys.stderr)
     return 0
-

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .._checks import check_heads, check_nonnegative_int, check_positive_int, check_positive_number
-from .schemes import PositionScheme, check_scheme_options, make_position_scheme
+from .registry import PositionScheme, check_scheme_options, make_position_scheme
 
 __all__ = ["TinyAttention", "TinyBlock", "TinyConfig", "TinyTransformer"]
 

@@ -162,8 +162,7 @@ class LookupTask(Task):
 
     def __repr__(self) -> str:
         return (
-            f"LookupTask(num_symbols={self.num_symbols}, num_queries={self.num_queries}, "
-            f"max_length={self.max_length})"
+            f"LookupTask(num_symbols={self.num_symbols}, num_queries={self.num_queries}, max_length={self.max_length})"
         )
 
     @property

@@ -31,8 +31,11 @@ def deterministic(device: torch.device | str = "cpu", threads: int = 1) -> Itera
     deterministic implementation warn instead of failing.
     """
     device = torch.device(device)
-    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-              torch.get_num_threads())
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+    )
     torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
     torch.set_num_threads(threads)
     try:
@@ -125,7 +128,7 @@ def train_tiny(
 
 @torch.no_grad()
 def _answer_counts(
-    model: TinyTransformer, task: Task, length: int, num_examples: int, batch_size: int, seed: int, offset: int
+    model: TinyTransformer, task: Task, length: int, *, num_examples: int, batch_size: int, seed: int, offset: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Right answers and answers at each position, float64 ``[task.seq_len(length)]`` each."""
     check_positive_int("num_examples", num_examples)
@@ -176,7 +179,9 @@ def tiny_accuracy_by_position(
         float64 tensor ``[task.seq_len(length)]``; NaN where the task has no
         answer.
     """
-    correct, total = _answer_counts(model, task, length, num_examples, batch_size, seed, offset)
+    correct, total = _answer_counts(
+        model, task, length, num_examples=num_examples, batch_size=batch_size, seed=seed, offset=offset
+    )
     return correct / total
 
 
@@ -191,5 +196,7 @@ def tiny_accuracy(
     offset: int = 0,
 ) -> float:
     """Fraction of all answers the model gets right; arguments as :func:`tiny_accuracy_by_position`."""
-    correct, total = _answer_counts(model, task, length, num_examples, batch_size, seed, offset)
+    correct, total = _answer_counts(
+        model, task, length, num_examples=num_examples, batch_size=batch_size, seed=seed, offset=offset
+    )
     return (correct.sum() / total.sum()).item()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_choice, check_nonnegative_int, check_real
+from .._checks import check_choice, check_qk
 from ..layout import ROPE_LAYOUTS
 from . import TRITON_DTYPES, interpreter_mode
 
@@ -83,18 +83,44 @@ def _launch_angles(
         return
     block_p = _block_pairs(dim)
     f_hi, f_lo = freqs
+    # fmt: off  (arguments grouped as the kernel's header comment groups them)
     kernel._rope_angles_kernel[(batch * seq_len,)](
-        q, qo, k, ko, positions, f_hi, f_lo,
-        seq_len, q_heads, k.shape[1], dim // 2, offset, float(scale),
-        *q.stride(), *qo.stride(), *k.stride(), *ko.stride(), *_position_strides(positions),
-        INTERLEAVED=interleaved, BACKWARD=backward,
-        BLOCK_HQ=_block_heads(q_heads, block_p), BLOCK_HK=_block_heads(k.shape[1], block_p), BLOCK_P=block_p,
-        num_warps=_NUM_WARPS, enable_fp_fusion=True,
+        q,
+        qo,
+        k,
+        ko,
+        positions,
+        f_hi,
+        f_lo,
+        seq_len,
+        q_heads,
+        k.shape[1],
+        dim // 2,
+        offset,
+        float(scale),
+        *q.stride(),
+        *qo.stride(),
+        *k.stride(),
+        *ko.stride(),
+        *_position_strides(positions),
+        INTERLEAVED=interleaved,
+        BACKWARD=backward,
+        BLOCK_HQ=_block_heads(q_heads, block_p),
+        BLOCK_HK=_block_heads(k.shape[1], block_p),
+        BLOCK_P=block_p,
+        num_warps=_NUM_WARPS,
+        enable_fp_fusion=True,
     )
+    # fmt: on
 
 
 def _launch_table(
-    x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, interleaved: bool,
+    x: torch.Tensor,
+    out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    interleaved: bool,
     backward: bool = False,
 ) -> None:
     """``out = x * cos + rotate(x) * sin`` (its transpose for ``backward``) for ``[b, h, s, d]`` tensors.
@@ -106,13 +132,26 @@ def _launch_table(
     if batch * seq_len == 0 or dim == 0:
         return
     block_p = _block_pairs(dim)
+    # fmt: off  (arguments grouped as the kernel's header comment groups them)
     kernel._rope_table_kernel[(batch * seq_len,)](
-        x, out, cos, sin,
-        seq_len, heads, dim // 2,
-        *x.stride(), *out.stride(), *cos.stride(),
-        INTERLEAVED=interleaved, BACKWARD=backward, BLOCK_H=_block_heads(heads, block_p), BLOCK_P=block_p,
-        num_warps=_NUM_WARPS, enable_fp_fusion=True,
+        x,
+        out,
+        cos,
+        sin,
+        seq_len,
+        heads,
+        dim // 2,
+        *x.stride(),
+        *out.stride(),
+        *cos.stride(),
+        INTERLEAVED=interleaved,
+        BACKWARD=backward,
+        BLOCK_H=_block_heads(heads, block_p),
+        BLOCK_P=block_p,
+        num_warps=_NUM_WARPS,
+        enable_fp_fusion=True,
     )
+    # fmt: on
 
 
 # ---------------------------------------------------------------------------
@@ -124,10 +163,11 @@ class _FusedRope(torch.autograd.Function):
     """``(q, k) -> (R q, R k)`` with angles from positions; backward rotates by ``-theta``."""
 
     @staticmethod
-    def forward(ctx, q, k, positions, f_hi, f_lo, offset, scale, interleaved, inplace):
+    def forward(ctx, q, k, positions, f_hi, f_lo, offset, scale, interleaved, inplace):  # noqa: PLR0917  (autograd passes them positionally)
         qo, ko = (q, k) if inplace else (torch.empty_like(q), torch.empty_like(k))
-        _launch_angles(q, qo, k, ko, (f_hi, f_lo), positions=positions, offset=offset, scale=scale,
-                       interleaved=interleaved)
+        _launch_angles(
+            q, qo, k, ko, (f_hi, f_lo), positions=positions, offset=offset, scale=scale, interleaved=interleaved
+        )
         ctx.interleaved, ctx.offset, ctx.scale = interleaved, offset, scale
         ctx.has_positions = positions is not None
         ctx.save_for_backward(*([positions] if positions is not None else []), f_hi, f_lo)
@@ -140,8 +180,18 @@ class _FusedRope(torch.autograd.Function):
         saved = ctx.saved_tensors
         positions = saved[0] if ctx.has_positions else None
         gq, gk = torch.empty_like(grad_q), torch.empty_like(grad_k)
-        _launch_angles(grad_q, gq, grad_k, gk, saved[-2:], positions=positions, offset=ctx.offset,
-                       scale=ctx.scale, interleaved=ctx.interleaved, backward=True)
+        _launch_angles(
+            grad_q,
+            gq,
+            grad_k,
+            gk,
+            saved[-2:],
+            positions=positions,
+            offset=ctx.offset,
+            scale=ctx.scale,
+            interleaved=ctx.interleaved,
+            backward=True,
+        )
         return gq, gk, None, None, None, None, None, None, None
 
 
@@ -189,8 +239,12 @@ def _check_dtype(name: str, t: torch.Tensor) -> None:
         )
 
 
-def _check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
-    """Raise unless ``q`` and ``k`` are ``[b, h, s, d]`` with one ``b``, ``s`` and even ``d``, in a kernel dtype."""
+def _check_kernel_shapes(q: torch.Tensor, k: torch.Tensor) -> None:
+    """What the kernel needs beyond ``posenc._checks.check_qk``.
+
+    Raises unless ``q`` and ``k`` are ``[b, h, s, d]`` with one ``b``, ``s`` and even
+    ``d``, in a kernel dtype.
+    """
     for name, t in (("q", q), ("k", k)):
         if t.dim() != 4:
             raise ValueError(f"{name} must have shape [batch, heads, seq_len, head_dim], got {tuple(t.shape)}")
@@ -213,25 +267,6 @@ def _frequencies(
     if f_hi.shape != (half,) or f_lo.shape != (half,):
         raise ValueError(f"inv_freq must have shape [{half}] (head_dim / 2), got {tuple(f_hi.shape)}")
     return f_hi, f_lo
-
-
-def _positions(positions: torch.Tensor | None, offset: int, q: torch.Tensor) -> torch.Tensor | None:
-    """``positions`` on ``q``'s device, checked against ``q`` (``[s]`` or ``[1 or b, s]``), or None for ``offset``."""
-    if positions is None:
-        check_nonnegative_int("offset", offset)
-        return None
-    if offset != 0:
-        raise ValueError(f"pass either positions or offset, not both; got offset={offset} with positions")
-    positions = check_real("positions", torch.as_tensor(positions, device=q.device))
-    batch, seq_len = q.shape[0], q.shape[2]
-    if positions.dim() not in (1, 2) or positions.shape[-1] != seq_len or (
-        positions.dim() == 2 and positions.shape[0] not in (1, batch)
-    ):
-        raise ValueError(
-            f"positions must have shape [{seq_len}] or [{batch}, {seq_len}] (seq_len = q.shape[2]), "
-            f"got {tuple(positions.shape)}"
-        )
-    return positions
 
 
 # ---------------------------------------------------------------------------
@@ -307,11 +342,9 @@ def rope_qk_triton(
             with ``positions``.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
-    _check_qk(q, k)
+    _check_kernel_shapes(q, k)
+    positions = check_qk(q, k, q.shape[-1], positions=positions, offset=offset, inplace=inplace)
     f_hi, f_lo = _frequencies(inv_freq, q)
-    positions = _positions(positions, offset, q)
-    if inplace and any(t.requires_grad and t.is_leaf for t in (q, k)) and torch.is_grad_enabled():
-        raise ValueError("inplace=True cannot overwrite q or k: a leaf tensor that requires grad")
     _require_triton(q, k, f_hi, f_lo, *([positions] if positions is not None else []))
     if q.device != k.device:
         raise ValueError(f"q and k must be on one device, got {q.device} and {k.device}")
@@ -319,8 +352,9 @@ def rope_qk_triton(
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
         return _FusedRope.apply(q, k, positions, f_hi, f_lo, offset, float(attention_factor), interleaved, inplace)
     qo, ko = (q, k) if inplace else (torch.empty_like(q), torch.empty_like(k))
-    _launch_angles(q, qo, k, ko, (f_hi, f_lo), positions=positions, offset=offset, scale=attention_factor,
-                   interleaved=interleaved)
+    _launch_angles(
+        q, qo, k, ko, (f_hi, f_lo), positions=positions, offset=offset, scale=attention_factor, interleaved=interleaved
+    )
     return qo, ko
 
 

@@ -67,8 +67,14 @@ def ptx_summary(
     check_choice("layout", layout, ROPE_LAYOUTS)
     if dtype not in TRITON_DTYPES:
         raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype}")
-    options = {"layout": layout, "from_table": from_table, "head_dim": head_dim, "q_heads": q_heads,
-               "kv_heads": kv_heads, "arch": arch}
+    options = {
+        "layout": layout,
+        "from_table": from_table,
+        "head_dim": head_dim,
+        "q_heads": q_heads,
+        "kv_heads": kv_heads,
+        "arch": arch,
+    }
     if interpreter_mode():
         return _in_compiling_process(dtype=str(dtype).removeprefix("torch."), **options)
     ptx = _compile(dtype=dtype, **options)
@@ -109,8 +115,14 @@ def _compile(
     else:
         fn = kernel._rope_angles_kernel
         constexprs = {
-            **common, "pos_ptr": None, "BLOCK_HQ": _block_heads(q_heads, block_p),
-            "BLOCK_HK": _block_heads(kv_heads, block_p), "sqd": 1, "soqd": 1, "skd": 1, "sokd": 1,
+            **common,
+            "pos_ptr": None,
+            "BLOCK_HQ": _block_heads(q_heads, block_p),
+            "BLOCK_HK": _block_heads(kv_heads, block_p),
+            "sqd": 1,
+            "soqd": 1,
+            "skd": 1,
+            "sokd": 1,
         }
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):

@@ -23,8 +23,13 @@ TIMEOUT_MS = 120_000
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Flags for a closed network: no background services that phone home.
 FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-    "--disable-background-networking", "--disable-component-update",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-background-networking",
+    "--disable-component-update",
 ]
 
 # Text that MathJax leaves behind only when it failed to typeset.

@@ -88,16 +88,29 @@ def test_chapters_show_their_figures():
 
 # Every subpackage and module a reader imports from, with what it offers: its __all__, or
 # (for posenc_book's modules, which have none) the public functions and classes it defines.
-DOCUMENTED = ["posenc", "posenc.benchmark", "posenc.triton_rope", "posenc.experiments", "posenc.rope_scaling",
-              "posenc_book", "posenc_book.style", "posenc_book.diagnostics", "posenc_book.tutorial",
-              "posenc_book.ledger", "posenc_book.benchmark_plots"]
+DOCUMENTED = [
+    "posenc",
+    "posenc.benchmark",
+    "posenc.triton_rope",
+    "posenc.experiments",
+    "posenc.rope_scaling",
+    "posenc_book",
+    "posenc_book.style",
+    "posenc_book.diagnostics",
+    "posenc_book.tutorial",
+    "posenc_book.ledger",
+    "posenc_book.benchmark_plots",
+]
 
 
 def public_names(module) -> list[str]:
     if hasattr(module, "__all__"):
         return list(module.__all__)
-    return [name for name, obj in vars(module).items() if not name.startswith("_") and callable(obj)
-            and getattr(obj, "__module__", None) == module.__name__]
+    return [
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_") and callable(obj) and getattr(obj, "__module__", None) == module.__name__
+    ]
 
 
 @pytest.mark.parametrize("module_name", DOCUMENTED)
