@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from helpers import rand
 from hypothesis import given
 from hypothesis import strategies as st
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
@@ -12,10 +13,6 @@ from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 from posenc import ALiBiBias, MultiHeadSelfAttention, alibi_bias, alibi_slopes, scaled_dot_product_attention
 
 lengths = st.integers(1, 12)
-
-
-def rand(*shape, seed=0, dtype=torch.float64):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 def test_slopes_by_hand():

@@ -4,14 +4,11 @@ import math
 
 import pytest
 import torch
+from helpers import rand
 from hypothesis import given
 from hypothesis import strategies as st
 
 from posenc import MultiHeadSelfAttention, SinusoidalPositionalEncoding, scaled_dot_product_attention
-
-
-def rand(*shape, seed=0, dtype=torch.float64):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 def test_equal_scores_average_the_values():

@@ -131,3 +131,16 @@ def test_the_library_imports_torch_alone_at_module_level(module):
         root = target.split(".")[0]
         if top_level and root not in PACKAGES and root not in sys.stdlib_module_names:
             assert root in allowed, f"{module} imports {target} at module level; the library needs only torch"
+
+
+@pytest.mark.parametrize("module", sorted(modules()))
+def test_modules_and_functions_stay_small(module):
+    """No module over 400 lines, no function body over 60 lines (docstring not counted)."""
+    path = modules()[module]
+    source = path.read_text(encoding="utf-8")
+    assert source.count("\n") <= 400, f"{module} has {source.count(chr(10))} lines"
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body[1:] if ast.get_docstring(node) and len(node.body) > 1 else node.body
+            lines = node.end_lineno - body[0].lineno + 1
+            assert lines <= 60, f"{module}.{node.name} has a {lines}-line body"

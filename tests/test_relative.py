@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import rand
 from hypothesis import given
 from hypothesis import strategies as st
 from transformers import T5Config
@@ -30,10 +31,6 @@ from posenc.relative import _rel_unshift
 hf_bucket = T5Attention._relative_position_bucket
 lengths = st.integers(1, 9)
 lead_shapes = st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
-
-
-def rand(*shape, seed=0, dtype=torch.float64):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 # --- relative positions -------------------------------------------------------------------------------------------

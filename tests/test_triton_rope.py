@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+from helpers import randn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,11 +44,6 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Largest difference allowed from the torch path: both round float32 values that agree to a few float32
 # units to the output dtype, so they are equal or one unit of the output dtype apart.
 RTOL = {torch.float32: 2e-6, torch.float16: 2**-10, torch.bfloat16: 2**-7}
-
-
-def randn(*shape, dtype=torch.float32, seed=0):
-    """Random normal values (never zeros), rounded to ``dtype``."""
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
 def qk(batch, q_heads, kv_heads, seq_len, head_dim, dtype, *, seed=0, projected=False):
