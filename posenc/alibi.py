@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_positive_int
-from .relative import relative_positions
+from .relative import query_offset, relative_positions
 
 #: How :func:`alibi_slopes` evaluates the paper's geometric sequence.
 SLOPE_METHODS = ("exact", "geometric")
@@ -71,7 +71,7 @@ def alibi_bias(
     k_len: int,
     *,
     causal: bool = True,
-    offset: int = 0,
+    offset: int | None = None,
     dtype: torch.dtype = torch.float32,
     device=None,
 ) -> torch.Tensor:
@@ -93,8 +93,10 @@ def alibi_bias(
         q_len: Number of queries, >= 1.
         k_len: Number of keys, >= 1.
         causal: Causal (with the mask) or symmetric bias.
-        offset: Position of the first query, >= 0 (``k_len - q_len`` when
-            decoding with a KV cache).
+        offset: Position of the first query, >= 0. By default ``k_len - q_len``:
+            the queries are the last ``q_len`` keys, as in
+            :func:`scaled_dot_product_attention` with ``causal=True`` and when
+            decoding with a KV cache (0 when there are more queries than keys).
         dtype: Floating dtype of the result; computed in float64 from the
             float32 slopes and rounded once.
         device: Device of the result.
@@ -107,6 +109,7 @@ def alibi_bias(
             ``offset`` is negative.
     """
     slopes = alibi_slopes(num_heads, device=device).double()  # [h], float32 values
+    offset = query_offset(q_len, k_len, offset)
     rel = relative_positions(q_len, k_len, offset=offset, device=device)  # [q, k], j - i
     if causal:
         bias = slopes.view(-1, 1, 1) * rel  # [h, q, k]: -m * distance for past keys
@@ -140,8 +143,8 @@ class ALiBiBias(nn.Module):
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, causal={self.causal}"
 
-    def forward(self, q_len: int, k_len: int, *, offset: int = 0) -> torch.Tensor:
-        """The bias for ``q_len`` queries at ``offset ..`` and ``k_len`` keys at ``0 ..``.
+    def forward(self, q_len: int, k_len: int, *, offset: int | None = None) -> torch.Tensor:
+        """The bias for ``q_len`` queries at ``offset ..`` (by default the last ``q_len`` keys) and ``k_len`` keys.
 
         Returns:
             ``[num_heads, q_len, k_len]`` in float32, on the slopes' device.

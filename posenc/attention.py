@@ -18,6 +18,40 @@ def _shape_error(name: str, got, want: str) -> ValueError:
     return ValueError(f"{name} has shape {tuple(got)}, expected {want}")
 
 
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Raise unless ``q``, ``k``, ``v`` are ``[..., len, d]`` tensors that fit together."""
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"q, k, v need at least 2 dims [..., len, d], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise _shape_error("k", k.shape, f"last dim {q.shape[-1]} to match q {tuple(q.shape)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise _shape_error("v", v.shape, f"length {k.shape[-2]} (dim -2) to match k {tuple(k.shape)}")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise _shape_error(
+            "k", k.shape, f"leading dims broadcastable to q's {tuple(q.shape[:-2])} (repeat grouped key heads first)"
+        ) from None
+
+
+def _with_bias(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``scores + bias``, or the scores masked where a boolean ``bias`` is False."""
+    if bias.dtype != torch.bool and not bias.is_floating_point():
+        raise TypeError(f"bias must be a floating-point tensor (added) or a boolean mask, got dtype {bias.dtype}")
+    q_len, k_len = scores.shape[-2:]
+    if bias.dim() < 2 or bias.shape[-2:] not in ((q_len, k_len), (1, k_len), (q_len, 1), (1, 1)):
+        raise _shape_error("bias", bias.shape, f"[..., {q_len}, {k_len}] (broadcastable to the scores)")
+    try:
+        torch.broadcast_shapes(bias.shape, scores.shape)
+    except RuntimeError:
+        raise _shape_error("bias", bias.shape, f"broadcastable to scores {tuple(scores.shape)}") from None
+    if bias.dtype == torch.bool:
+        return scores.masked_fill(~bias, float("-inf"))  # True = may attend
+    return scores + bias.to(scores.dtype)
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -37,7 +71,8 @@ def scaled_dot_product_attention(
         v: Values ``[..., k_len, d_v]``.
         bias: Optional additive term on the scores, broadcastable to
             ``[..., q_len, k_len]`` (for example ``[h, q_len, k_len]``); ``-inf``
-            entries mask.
+            entries mask. A boolean tensor is a mask with PyTorch's convention
+            (``True`` = may attend), as in ``torch.nn.functional.scaled_dot_product_attention``.
         causal: If true, query ``i`` sees keys ``j <= i + (k_len - q_len)``: the
             queries are the last ``q_len`` positions of the keys, as when
             decoding with a KV cache.
@@ -48,16 +83,11 @@ def scaled_dot_product_attention(
 
     Raises:
         ValueError: If the shapes of ``q``, ``k``, ``v`` or ``bias`` do not fit
-            together, or ``causal`` is set with ``q_len > k_len``.
+            together (for example more query heads than key heads), or ``causal``
+            is set with ``q_len > k_len``.
+        TypeError: If ``bias`` is neither floating point nor boolean.
     """
-    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
-        raise ValueError(
-            f"q, k, v need at least 2 dims [..., len, d], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if q.shape[-1] != k.shape[-1]:
-        raise _shape_error("k", k.shape, f"last dim {q.shape[-1]} to match q {tuple(q.shape)}")
-    if k.shape[-2] != v.shape[-2]:
-        raise _shape_error("v", v.shape, f"length {k.shape[-2]} (dim -2) to match k {tuple(k.shape)}")
+    _check_qkv(q, k, v)
     q_len, k_len = q.shape[-2], k.shape[-2]
     if causal and q_len > k_len:
         raise ValueError(f"causal attention needs q_len <= k_len, got q_len={q_len}, k_len={k_len}")
@@ -65,13 +95,7 @@ def scaled_dot_product_attention(
     scores = torch.matmul(q.to(compute), k.to(compute).transpose(-2, -1))  # [..., q, k]
     scores = scores / math.sqrt(q.shape[-1])
     if bias is not None:
-        if bias.dim() < 2 or bias.shape[-2:] not in ((q_len, k_len), (1, k_len), (q_len, 1), (1, 1)):
-            raise _shape_error("bias", bias.shape, f"[..., {q_len}, {k_len}] (broadcastable to the scores)")
-        try:
-            torch.broadcast_shapes(bias.shape, scores.shape)
-        except RuntimeError:
-            raise _shape_error("bias", bias.shape, f"broadcastable to scores {tuple(scores.shape)}") from None
-        scores = scores + bias.to(compute)
+        scores = _with_bias(scores, bias)
     if causal:
         i = torch.arange(q_len, device=q.device).unsqueeze(-1) + (k_len - q_len)  # [q, 1]
         j = torch.arange(k_len, device=q.device)  # [k]

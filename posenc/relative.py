@@ -87,6 +87,13 @@ class ShawRelativeEmbeddings(nn.Module):
         return self.rel_k[index], self.rel_v[index]
 
 
+def query_offset(q_len: int, k_len: int, offset: int | None) -> int:
+    """``offset`` if given, else ``max(k_len - q_len, 0)``: queries at the end of the keys, as causal attention has them."""
+    if offset is None:
+        return max(k_len - q_len, 0)
+    return check_nonnegative_int("offset", offset)
+
+
 def relative_positions(q_len: int, k_len: int, *, offset: int = 0, device=None) -> torch.Tensor:
     """Relative position ``j - (offset + i)`` of every key ``j`` seen from every query ``i``.
 

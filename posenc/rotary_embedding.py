@@ -75,6 +75,21 @@ class RotaryEmbedding(nn.Module):
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, base={self.base:g}, layout={self.layout!r}, scaling={self.scaling}"
 
+    def _apply(self, fn, recurse=True):
+        # The cos/sin tables are computed, never loaded (they are not in state_dict): after any
+        # move or cast they are computed again, in float32, where they now live. `to_empty` after
+        # meta-device construction would otherwise leave uninitialised memory in them, and
+        # `.half()` would lower them below the float32 this module promises.
+        super()._apply(fn, recurse)
+        device, length = self.cos_cached.device, self.cos_cached.shape[0]
+        if device.type == "meta":
+            self.cos_cached = torch.empty(length, self.head_dim, device=device)
+            self.sin_cached = torch.empty(length, self.head_dim, device=device)
+        else:
+            self.cos_cached, self.sin_cached = self._table(torch.arange(length, device=device), torch.float32)
+        self._split_freqs = {}
+        return self
+
     def _table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         return rope_cos_sin(
             positions, self.head_dim, base=self.base, scaling=self.scaling, layout=self.layout, dtype=dtype

@@ -179,6 +179,18 @@ class SinusoidalPositionalEncoding(nn.Module):
     def extra_repr(self) -> str:
         return f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}"
 
+    def _apply(self, fn, recurse=True):
+        # The table is computed, never loaded (it is not in state_dict): after any move or cast it
+        # is computed again, in float32, where it now lives, so that `to_empty` after meta-device
+        # construction leaves no uninitialised memory in it and `.half()` does not lower it.
+        super()._apply(fn, recurse)
+        device, length = self.table.device, self.table.shape[0]
+        if device.type == "meta":
+            self.table = torch.empty(length, self.dim, device=device)
+        else:
+            self.table = sinusoidal_table(length, self.dim, base=self.base, layout=self.layout, device=device)
+        return self
+
     def _ensure(self, length: int) -> None:
         if length > self.table.shape[0]:
             new_len = max(length, 2 * self.table.shape[0])

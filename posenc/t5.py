@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ._checks import check_positive_int
-from .relative import relative_positions
+from .relative import query_offset, relative_positions
 
 
 def _check_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
@@ -123,18 +123,21 @@ class T5RelativeBias(nn.Module):
             f"max_distance={self.max_distance}"
         )
 
-    def forward(self, q_len: int, k_len: int, *, offset: int = 0) -> torch.Tensor:
+    def forward(self, q_len: int, k_len: int, *, offset: int | None = None) -> torch.Tensor:
         """The bias for ``q_len`` queries at ``offset ..`` and ``k_len`` keys at ``0 ..``.
 
         Args:
             q_len: Number of queries, >= 1.
             k_len: Number of keys, >= 1.
-            offset: Position of the first query, >= 0 (``k_len - q_len`` when
-                decoding with a KV cache).
+            offset: Position of the first query, >= 0. By default ``k_len - q_len``:
+                the queries are the last ``q_len`` keys, as in
+                :func:`~posenc.scaled_dot_product_attention` with ``causal=True``
+                and when decoding with a KV cache (0 with more queries than keys).
 
         Returns:
             ``[num_heads, q_len, k_len]``, in the dtype of the table.
         """
+        offset = query_offset(q_len, k_len, offset)
         rel = relative_positions(q_len, k_len, offset=offset, device=self.embedding.weight.device)  # [q, k]
         buckets = t5_relative_position_bucket(
             rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance

@@ -108,3 +108,23 @@ def test_multihead_layer_is_equivariant_and_positions_break_it(seed):
 def test_bad_input_names_argument_and_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_boolean_bias_is_a_mask_with_torchs_convention():
+    q, k, v = rand(2, 3, 4, 8, seed=1), rand(2, 3, 5, 8, seed=2), rand(2, 3, 5, 8, seed=3)
+    keep = torch.rand(4, 5, generator=torch.Generator().manual_seed(4)) > 0.4
+    keep[:, 0] = True  # every query may attend somewhere
+    out, weights = scaled_dot_product_attention(q, k, v, bias=keep)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    assert torch.allclose(out, expected, atol=1e-12)
+    assert torch.all(weights[..., ~keep] == 0)
+    additive = torch.zeros(4, 5, dtype=torch.float64).masked_fill(~keep, float("-inf"))
+    assert torch.equal(weights, scaled_dot_product_attention(q, k, v, bias=additive)[1])
+
+
+def test_integer_bias_and_grouped_heads_get_clear_errors():
+    q, k = torch.zeros(1, 4, 3, 8), torch.zeros(1, 2, 3, 8)
+    with pytest.raises(ValueError, match=r"k has shape \(1, 2, 3, 8\), expected leading dims broadcastable to q's"):
+        scaled_dot_product_attention(q, k, k)
+    with pytest.raises(TypeError, match=r"bias must be a floating-point tensor .* got dtype torch.int64"):
+        scaled_dot_product_attention(q, q, q, bias=torch.zeros(3, 3, dtype=torch.long))

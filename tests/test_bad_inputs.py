@@ -14,7 +14,7 @@ import posenc
 
 CATALOG_PATH = ROOT / "posenc_book" / "data" / "bad_inputs.yaml"
 CATALOG = yaml.safe_load(CATALOG_PATH.read_text(encoding="utf-8"))
-EXCEPTIONS = {"ValueError": ValueError, "IndexError": IndexError}
+EXCEPTIONS = {"ValueError": ValueError, "TypeError": TypeError, "IndexError": IndexError}
 
 
 def namespace() -> dict:

@@ -17,6 +17,7 @@ from posenc import (
     ShawRelativeAttention,
     T5RelativeBias,
     TransformerXLRelativeAttention,
+    alibi_bias,
     rel_shift,
     relative_position_range,
     relative_positions,
@@ -337,7 +338,7 @@ def test_t5_bias_equals_transformers_compute_bias(bidirectional):
 def test_t5_bias_depends_only_on_the_relative_position(q_len, k_len, t, bidirectional):
     torch.manual_seed(0)
     module = T5RelativeBias(2, bidirectional=bidirectional, num_buckets=8, max_distance=20)
-    bias = module(q_len, k_len)
+    bias = module(q_len, k_len, offset=0)
     assert bias.shape == (2, q_len, k_len)
     assert torch.equal(module(q_len, k_len + t, offset=t)[..., t:], bias)  # every position moved by t
     assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
@@ -412,3 +413,23 @@ def test_t5_bias_plugs_into_attention():
 def test_bad_input_names_argument_and_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@given(lengths, lengths, st.booleans())
+def test_relative_biases_put_the_queries_at_the_end_of_the_keys_by_default(q_len, k_len, bidirectional):
+    """The default offset agrees with scaled_dot_product_attention(causal=True): queries are the last keys."""
+    t5 = T5RelativeBias(2, bidirectional=bidirectional, num_buckets=8, max_distance=20)
+    last = max(k_len - q_len, 0)
+    assert torch.equal(t5(q_len, k_len), t5(q_len, k_len, offset=last))
+    assert torch.equal(
+        alibi_bias(2, q_len, k_len, causal=not bidirectional),
+        alibi_bias(2, q_len, k_len, causal=not bidirectional, offset=last),
+    )
+
+
+def test_a_decoding_step_with_alibi_sees_every_cached_key():
+    q, k = rand(1, 4, 1, 8, seed=5), rand(1, 4, 10, 8, seed=6)
+    _, weights = scaled_dot_product_attention(q, k, k, bias=alibi_bias(4, 1, 10, dtype=torch.float64), causal=True)
+    assert torch.all(weights > 0)  # the one query is the last of the ten positions
+    explicit = alibi_bias(4, 1, 10, offset=9, dtype=torch.float64)
+    assert torch.equal(weights, scaled_dot_product_attention(q, k, k, bias=explicit, causal=True)[1])
