@@ -88,7 +88,7 @@ class ShawRelativeEmbeddings(nn.Module):
 
 
 def query_offset(q_len: int, k_len: int, offset: int | None) -> int:
-    """``offset`` if given, else ``max(k_len - q_len, 0)``: the queries at the end of the keys, as in causal attention."""
+    """``offset`` if given, else ``max(k_len - q_len, 0)``: queries at the end of the keys, as in causal attention."""
     if offset is None:
         return max(k_len - q_len, 0)
     return check_nonnegative_int("offset", offset)
