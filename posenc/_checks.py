@@ -130,6 +130,14 @@ def angle_device(device: torch.device, angle_dtype: torch.dtype) -> torch.device
     return device
 
 
+def as_positions(positions) -> torch.Tensor:
+    """``positions`` as a tensor; Python floats become float64, not float32 as ``torch.as_tensor`` makes them."""
+    if isinstance(positions, torch.Tensor):
+        return positions
+    tensor = torch.as_tensor(positions)
+    return torch.as_tensor(positions, dtype=torch.float64) if tensor.is_floating_point() else tensor
+
+
 def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offset: int, inplace: bool):
     """Check queries and keys about to be rotated; return ``positions`` as a tensor on ``q``'s device (or None).
 
@@ -157,7 +165,7 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offs
         return None
     if offset != 0:
         raise ValueError(f"pass either positions or offset, not both; got offset={offset} with positions")
-    positions = check_real("positions", torch.as_tensor(positions, device=q.device))
+    positions = check_real("positions", as_positions(positions).to(q.device))
     if positions.dim() not in (1, 2) or positions.shape[-1] != seq_len:
         raise ValueError(
             f"positions must have shape [{seq_len}] or [batch, {seq_len}] (seq_len = q.shape[-2]), "

@@ -54,6 +54,7 @@ import torch
 
 from ._checks import (
     angle_device,
+    as_positions,
     check_angle_dtype,
     check_base,
     check_choice,
@@ -185,7 +186,7 @@ def rope_cos_sin(
     check_even_dim("head_dim", head_dim)
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_angle_dtype(angle_dtype)
-    positions = torch.as_tensor(positions)
+    positions = as_positions(positions)
     check_real("positions", positions)
     params = parse_scaling(scaling, check_base("base", base))
     seq_len = None

@@ -107,7 +107,7 @@ class RotaryEmbedding(nn.Module):
         if exact or positions.numel() == 0 or positions.min().item() < 0:
             return self._table(positions, torch.float64 if dtype == torch.float64 else torch.float32)
         self._ensure(positions.max().item() + 1)
-        index = positions.to(self.cos_cached.device)
+        index = positions.to(self.cos_cached.device, torch.long)  # uint8 would index as a mask, int16 not at all
         return self.cos_cached[index].to(positions.device), self.sin_cached[index].to(positions.device)
 
     def _triton_freqs(self, device: torch.device, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,8 +149,10 @@ class RotaryEmbedding(nn.Module):
         dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
         if positions is not None:
             cos, sin = self.cos_sin(positions, dtype)  # [s, d] or [b, s, d]
-            if positions.dim() == 2 and q.dim() == 4:
-                cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [b, s, d] -> [b, 1, s, d]
+            if positions.dim() == 2 and q.dim() > 3:
+                # [b, s, d] -> [b, 1, ..., 1, s, d]: one row per sequence, shared by every head
+                shape = (cos.shape[0],) + (1,) * (q.dim() - 3) + cos.shape[1:]
+                cos, sin = cos.view(shape), sin.view(shape)
             return cos, sin
         if self.dynamic or dtype == torch.float64:
             return self.cos_sin(torch.arange(offset, offset + seq_len, device=q.device), dtype)

@@ -640,3 +640,32 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
 def test_bad_input_names_argument_and_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_module_positions_of_every_integer_dtype_index_the_cache(dtype):
+    module = RotaryEmbedding(8, initial_len=4, backend="torch")
+    x = torch.randn(1, 2, 4, 8, generator=torch.Generator().manual_seed(3))
+    expected = module(x, x, positions=torch.arange(4))[0]
+    assert torch.equal(module(x, x, positions=torch.arange(4, dtype=dtype))[0], expected)
+
+
+def test_module_rejects_boolean_positions_on_the_cached_path():
+    x = torch.zeros(1, 2, 4, 8)
+    with pytest.raises(ValueError, match=r"positions must hold real numbers, got dtype torch\.bool"):
+        RotaryEmbedding(8, backend="torch")(x, x, positions=torch.tensor([True] * 4))
+
+
+def test_per_sequence_positions_reach_every_head_of_a_5d_input():
+    q5 = torch.randn(2, 3, 2, 4, 8, generator=torch.Generator().manual_seed(4))  # [b, groups, heads, s, d]
+    pos = torch.stack([torch.arange(4), torch.arange(4) + 100])  # [b, s], b == heads: must not broadcast onto heads
+    module = RotaryEmbedding(8, backend="torch")
+    out = module(q5, q5, positions=pos)[0]
+    for b in range(2):
+        assert torch.equal(out[b], module(q5[b], q5[b], positions=pos[b])[0])
+
+
+def test_python_float_positions_keep_float64_precision():
+    cos, _ = rope_cos_sin([1e6 + 0.1], 64, dtype=torch.float64)
+    exact, _ = rope_cos_sin(torch.tensor([1e6 + 0.1], dtype=torch.float64), 64, dtype=torch.float64)
+    assert torch.equal(cos, exact)
