@@ -9,12 +9,8 @@ live here; Transformer-XL is in :mod:`posenc.transformer_xl`, T5's buckets in
 
 * Shaw et al. 2018: learned vectors for the clipped relative position, added
   to the keys and the values inside attention (:class:`ShawRelativeAttention`).
-* Dai et al. 2019 (Transformer-XL): sinusoids of the distance, projected, plus
-  the global biases ``u`` and ``v`` (:class:`TransformerXLRelativeAttention`),
-  aligned with the rel-shift trick (:func:`rel_shift`).
-* Raffel et al. 2020 (T5): one learned scalar per head and per bucket of
-  relative positions (:func:`t5_relative_position_bucket`,
-  :class:`T5RelativeBias`).
+* Dai et al. 2019 (Transformer-XL), aligned with the rel-shift trick (:func:`rel_shift`).
+* Raffel et al. 2020 (T5): one learned scalar per head and bucket of relative positions.
 
 Conventions used throughout:
 
@@ -197,6 +193,8 @@ def _check_table(name: str, table: torch.Tensor, rows: int, dim: int, dim_name: 
 
 
 def _check_lead(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.dtype != b.dtype:
+        raise TypeError(f"{name} has dtype {b.dtype}, expected {a.dtype} to match (cast it with .to({a.dtype}))")
     try:
         torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except RuntimeError:
@@ -225,6 +223,7 @@ def relative_scores(q: torch.Tensor, rel_emb: torch.Tensor, *, method: str = "sh
 
     Raises:
         ValueError: If the shapes do not fit or ``method`` is unknown.
+        TypeError: If the table's dtype is not that of the other operand.
     """
     check_choice("method", method, METHODS)
     if q.dim() < 2 or q.shape[-2] < 1:
@@ -261,6 +260,7 @@ def relative_values(weights: torch.Tensor, rel_emb: torch.Tensor, *, method: str
 
     Raises:
         ValueError: If the shapes do not fit or ``method`` is unknown.
+        TypeError: If the table's dtype is not that of the other operand.
     """
     check_choice("method", method, METHODS)
     if weights.dim() < 2 or weights.shape[-2] < 1 or weights.shape[-1] < 1:

@@ -119,6 +119,8 @@ def _check_llama3(params: dict) -> None:
 
 def _check_yarn(params: dict) -> None:
     _check_factor(params)
+    if not isinstance(params.get("truncate", True), bool):
+        raise ValueError(f"scaling['truncate'] must be True or False, got {params['truncate']!r}")
     for key in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim"):
         if params.get(key) is not None:
             params[key] = check_number(f"scaling[{key!r}]", params[key], minimum=0.0, inclusive=False)
@@ -265,7 +267,7 @@ def parse_scaling(scaling: Mapping | None, base: float) -> dict:
             f"scaling is missing {', '.join(map(repr, missing))}, which rope_type {rope_type!r} needs "
             f"(it needs {', '.join(map(repr, entry.required))})"
         )
-    if "rope_theta" in params and float(params["rope_theta"]) != base:
+    if "rope_theta" in params and check_base("scaling['rope_theta']", params["rope_theta"]) != base:
         raise ValueError(
             f"scaling['rope_theta'] = {params['rope_theta']!r} disagrees with base = {base:g}; pass the same value"
         )

@@ -362,3 +362,11 @@ def test_the_model_takes_one_config():
 def test_bad_tiny_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         TinyConfig(**kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32])
+def test_token_ids_of_any_integer_dtype_give_the_same_logits(dtype):
+    model = TinyTransformer(TinyConfig(16, **SMALL)).eval()
+    tokens = torch.randint(16, (2, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(model(tokens.to(dtype)), model(tokens))

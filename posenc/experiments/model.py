@@ -221,7 +221,7 @@ class TinyTransformer(nn.Module):
         self._check_tokens(tokens)
         check_nonnegative_int("offset", offset)
         seq_len = tokens.shape[1]
-        x = self.scheme.embed(self.embed(tokens), offset)  # [b, s, dim]
+        x = self.scheme.embed(self.embed(tokens.long()), offset)  # [b, s, dim]; any integer ids
         bias = self.scheme.score_bias(seq_len, seq_len, offset)  # [h, s, s] or None
         maps = []
         for block in self.blocks:
