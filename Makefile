@@ -84,7 +84,7 @@ nbval-cpus: $(VENV)/.test
 # then chapter 9 once more with Triton hidden, as on a machine without it.
 nbval-elsewhere: $(VENV)/.test
 	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton
-	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) .
+	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) . && rm -rf build
 	$(INSTALL) --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
 	cp $(CHAPTERS) tests/nbval_sanitize.cfg $(ELSEWHERE)/
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py

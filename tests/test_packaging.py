@@ -250,3 +250,12 @@ def test_data_is_found_through_the_package_from_any_directory(tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert proc.stdout.split() == ["True", "True"], proc.stderr
+
+
+def test_no_build_artefacts_are_tracked():
+    proc = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode:
+        pytest.skip("not a git checkout")
+    tracked = proc.stdout.splitlines()
+    stray = [p for p in tracked if p.split("/")[0] in {"build", "dist", "_build", ".venv"} or ".egg-info/" in p]
+    assert not stray, f"build output committed: {stray[:5]}"
