@@ -3,14 +3,11 @@
 An absolute encoding gives every *token* a vector for its position. A relative
 encoding gives every *pair* (query ``i``, key ``j``) a term that depends only on
 their relative position, so attention is unchanged when every position moves
-by the same amount. Shaw et al.'s scheme and the machinery the relative schemes share
-live here; Transformer-XL is in :mod:`posenc.transformer_xl`, T5's buckets in
-:mod:`posenc.t5` and ALiBi in :mod:`posenc.alibi`.
-
-* Shaw et al. 2018: learned vectors for the clipped relative position, added
-  to the keys and the values inside attention (:class:`ShawRelativeAttention`).
-* Dai et al. 2019 (Transformer-XL), aligned with the rel-shift trick (:func:`rel_shift`).
-* Raffel et al. 2020 (T5): one learned scalar per head and bucket of relative positions.
+by the same amount. Here: Shaw et al. 2018 (learned vectors for the clipped relative
+position, added to the keys and values inside attention, :class:`ShawRelativeAttention`)
+and the machinery all relative schemes share, the rel-shift trick (:func:`rel_shift`)
+included. Transformer-XL is in :mod:`posenc.transformer_xl`, T5's buckets in
+:mod:`posenc.t5`, ALiBi in :mod:`posenc.alibi`.
 
 Conventions used throughout:
 
@@ -296,7 +293,23 @@ def _project(module: nn.Module, x: torch.Tensor, memory: torch.Tensor | None):
     return q, k, v
 
 
-class ShawRelativeAttention(nn.Module):
+class HasShawTables:
+    """For modules holding a :class:`ShawRelativeEmbeddings` as ``self.relative``: its tables as attributes."""
+
+    relative: ShawRelativeEmbeddings
+
+    @property
+    def rel_k(self) -> nn.Parameter:
+        """``w^K``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
+        return self.relative.rel_k
+
+    @property
+    def rel_v(self) -> nn.Parameter:
+        """``w^V``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
+        return self.relative.rel_v
+
+
+class ShawRelativeAttention(HasShawTables, nn.Module):
     """Multi-head self-attention with clipped relative position embeddings on keys and values.
 
     Shaw, Uszkoreit and Vaswani, "Self-Attention with Relative Position
@@ -338,16 +351,6 @@ class ShawRelativeAttention(nn.Module):
         self.kv = nn.Linear(dim, 2 * dim, bias=bias)
         self.out = nn.Linear(dim, dim, bias=bias)
         self.relative = ShawRelativeEmbeddings(self.head_dim, max_relative_position)  # w^K, w^V
-
-    @property
-    def rel_k(self) -> nn.Parameter:
-        """``w^K``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
-        return self.relative.rel_k
-
-    @property
-    def rel_v(self) -> nn.Parameter:
-        """``w^V``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
-        return self.relative.rel_v
 
     def extra_repr(self) -> str:
         return (

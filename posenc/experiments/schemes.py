@@ -22,13 +22,12 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
 from .._checks import check_heads, check_nonnegative_int, check_positive_int
 from ..alibi import ALiBiBias
 from ..attention import scaled_dot_product_attention
 from ..learned import LearnedPositionalEmbedding
-from ..relative import ShawRelativeEmbeddings, relative_scores, relative_values
+from ..relative import HasShawTables, ShawRelativeEmbeddings, relative_scores, relative_values
 from ..rotary import apply_rope, rope_cos_sin
 from ..rotary_embedding import RotaryEmbedding
 from ..sinusoidal import SinusoidalPositionalEncoding
@@ -96,7 +95,7 @@ class LearnedScheme(PositionScheme):
 # Relative schemes
 
 
-class ShawScheme(PositionScheme):
+class ShawScheme(HasShawTables, PositionScheme):
     """Shaw et al. 2018: clipped relative embeddings added to the keys and to the values.
 
     The key term ``q_i . a^K_ij`` depends on the query, and the value term
@@ -121,16 +120,6 @@ class ShawScheme(PositionScheme):
     @property
     def max_relative_position(self) -> int:
         return self.relative.max_relative_position
-
-    @property
-    def rel_k(self) -> nn.Parameter:
-        """``w^K``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
-        return self.relative.rel_k
-
-    @property
-    def rel_v(self) -> nn.Parameter:
-        """``w^V``: ``[2k + 1, head_dim]``, row ``r + k`` for relative position ``r``."""
-        return self.relative.rel_v
 
     def relative_embeddings(self, q_len: int, k_len: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The key and value tables ``[q_len + k_len - 1, head_dim]`` for queries at the last ``q_len`` keys.
