@@ -1,11 +1,16 @@
 """Re-execute chapters top to bottom in place and sync their MyST twins.
 
-Usage: python scripts/run_notebooks.py [CHAPTER ...]
+Usage: python scripts/run_notebooks.py [--prefer md|ipynb] [CHAPTER ...]
 
 A chapter is ``book/NN_name.ipynb`` paired with ``book/md_src/NN_name.md``
 (jupytext formats ``ipynb,md_src//md:myst``). Either file may have been
-edited: the newer one provides the cells, as with ``jupytext --sync``. The
-notebook is then executed in a fresh kernel with ``book/`` as the working
+edited. Each run records a fingerprint of the cells it wrote in the notebook's
+metadata (``posenc.synced_cells``); the side whose cells differ from that
+fingerprint is the edited one and provides the cells. If both sides were edited
+(or a notebook carries no fingerprint and the two disagree), the script stops
+and names both files instead of discarding one side's edits; ``--prefer md`` or
+``--prefer ipynb`` then says which wins. File times are not used: a checkout
+sets them arbitrarily. The notebook is then executed in a fresh kernel with ``book/`` as the working
 directory, saved with its outputs (execution counts 1, 2, 3, ...), and the
 twin is rewritten from it. With no arguments every chapter is processed. First, the
 section headings of every chapter are recorded for the claims ledger
@@ -14,6 +19,7 @@ section headings of every chapter are recorded for the claims ledger
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -42,17 +48,50 @@ def all_chapters() -> list[Path]:
     return [BOOK / f"{stem}.ipynb" for stem in sorted(stems)]
 
 
-def load_cells(ipynb: Path) -> nbformat.NotebookNode:
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+class EditConflict(Exception):
+    """Both a notebook and its twin were edited since they were last synchronised."""
+
+
+def fingerprint(nb: nbformat.NotebookNode) -> str:
+    """A hash of what both files hold: each cell's type, source and tags."""
+    cells = [[c.cell_type, c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in nb.cells]
+    return hashlib.sha256(json.dumps(cells, ensure_ascii=False).encode()).hexdigest()
+
+
+def load_cells(ipynb: Path, prefer: str | None = None) -> nbformat.NotebookNode:
+    """The chapter's cells: from the side that was edited since the last run (see the module docstring)."""
     md = twin_of(ipynb)
-    if md.exists() and (not ipynb.exists() or md.stat().st_mtime > ipynb.stat().st_mtime):
+    if not md.exists():
+        return jupytext.read(ipynb)
+    if not ipynb.exists():
         return jupytext.read(md)
-    return jupytext.read(ipynb)
+    from_nb, from_md = jupytext.read(ipynb), jupytext.read(md)
+    now_nb, now_md = fingerprint(from_nb), fingerprint(from_md)
+    if now_nb == now_md or prefer == "ipynb":
+        return from_nb
+    if prefer == "md":
+        return from_md
+    synced = from_nb.metadata.get("posenc", {}).get("synced_cells")
+    if synced == now_nb:  # only the twin changed
+        return from_md
+    if synced == now_md:  # only the notebook changed
+        return from_nb
+    raise EditConflict(
+        f"{_shown(ipynb)} and {_shown(md)} were both edited"
+        + ("" if synced else " (or the notebook has no record of its last run)")
+        + "; merge the edits into one of them, or pass --prefer md or --prefer ipynb"
+    )
 
 
-def write_sections() -> Path:
+def write_sections(prefer: str | None = None) -> Path:
     """Record every chapter's section headings for the claims ledger (chapter 10)."""
     sections = {
-        ipynb.stem: section_titles(jupytext.writes(load_cells(ipynb), fmt="md:myst")) for ipynb in all_chapters()
+        ipynb.stem: section_titles(jupytext.writes(load_cells(ipynb, prefer), fmt="md:myst"))
+        for ipynb in all_chapters()
     }
     path = DATA / "sections.json"
     path.write_text(json.dumps(sections, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -75,9 +114,10 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
-def run(ipynb: Path) -> float:
-    nb = load_cells(ipynb)
+def run(ipynb: Path, prefer: str | None = None) -> float:
+    nb = load_cells(ipynb, prefer)
     nb.metadata["kernelspec"] = KERNELSPEC
+    nb.metadata["posenc"] = {"synced_cells": fingerprint(nb)}
     nb.metadata.setdefault("jupytext", {})["formats"] = FORMATS
     for number, cell in enumerate(nb.cells):
         cell.id = f"cell-{number:03d}"  # stable ids keep diffs to what changed
@@ -104,13 +144,24 @@ def run(ipynb: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
+    prefer = None
+    if argv[:1] == ["--prefer"]:
+        if len(argv) < 2 or argv[1] not in ("md", "ipynb"):
+            print("--prefer takes md or ipynb", file=sys.stderr)
+            return 2
+        prefer, argv = argv[1], argv[2:]
     chapters = [Path(a).resolve() for a in argv] or all_chapters()
-    print(f"{write_sections().relative_to(ROOT)} written")
+    chapters = [p.parent.parent / (p.stem + ".ipynb") if p.suffix == ".md" else p for p in chapters]
+    try:  # a conflict is reported before anything is written
+        for ipynb in chapters:
+            load_cells(ipynb, prefer)
+        print(f"{write_sections(prefer).relative_to(ROOT)} written")
+    except EditConflict as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     for ipynb in chapters:
-        if ipynb.suffix == ".md":
-            ipynb = ipynb.parent.parent / (ipynb.stem + ".ipynb")
         print(f"{ipynb.relative_to(ROOT)} ...", end=" ", flush=True)
-        print(f"{run(ipynb):.1f} s", flush=True)
+        print(f"{run(ipynb, prefer):.1f} s", flush=True)
     return 0
 
 

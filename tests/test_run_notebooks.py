@@ -1,0 +1,91 @@
+"""scripts/run_notebooks.py takes the edited side of a chapter, and never silently drops an edit."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("run_notebooks", ROOT / "scripts" / "run_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _chapter(tmp_path: Path, script, source: str = "x = 1") -> Path:
+    """A synchronised pair, as a run of the script leaves it."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"), nbformat.v4.new_code_cell(source)]
+    nb.metadata["posenc"] = {"synced_cells": script.fingerprint(nb)}
+    ipynb = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, ipynb)
+    (tmp_path / "md_src").mkdir()
+    script.twin_of(ipynb).write_text(jupytext.writes(nb, fmt="md:myst"), encoding="utf-8")
+    return ipynb
+
+
+def _edit_notebook(ipynb: Path, source: str) -> None:
+    nb = nbformat.read(ipynb, as_version=4)
+    nb.cells[1].source = source
+    nbformat.write(nb, ipynb)
+
+
+def _edit_twin(md: Path, source: str) -> None:
+    nb = jupytext.read(md)
+    nb.cells[1].source = source
+    md.write_text(jupytext.writes(nb, fmt="md:myst"), encoding="utf-8")
+
+
+def _code(nb) -> str:
+    return nb.cells[1].source
+
+
+def test_the_edited_side_wins_whatever_the_file_times(tmp_path, script):
+    ipynb = _chapter(tmp_path, script)
+    md = script.twin_of(ipynb)
+    _edit_notebook(ipynb, "x = 2")
+    os.utime(md)  # the twin is newer, as after a checkout
+    assert _code(script.load_cells(ipynb)) == "x = 2"
+
+
+def test_an_edited_twin_wins(tmp_path, script):
+    ipynb = _chapter(tmp_path, script)
+    _edit_twin(script.twin_of(ipynb), "x = 3")
+    os.utime(ipynb)  # the notebook is newer
+    assert _code(script.load_cells(ipynb)) == "x = 3"
+
+
+def test_both_edited_is_an_error_naming_both_files(tmp_path, script):
+    ipynb = _chapter(tmp_path, script)
+    _edit_notebook(ipynb, "x = 2")
+    _edit_twin(script.twin_of(ipynb), "x = 3")
+    with pytest.raises(script.EditConflict, match=r"01_x\.ipynb and .*01_x\.md were both edited.*--prefer"):
+        script.load_cells(ipynb)
+    assert _code(script.load_cells(ipynb, "md")) == "x = 3"
+    assert _code(script.load_cells(ipynb, "ipynb")) == "x = 2"
+
+
+def test_without_a_record_only_agreement_passes(tmp_path, script):
+    ipynb = _chapter(tmp_path, script)
+    nb = nbformat.read(ipynb, as_version=4)
+    del nb.metadata["posenc"]
+    nbformat.write(nb, ipynb)
+    assert _code(script.load_cells(ipynb)) == "x = 1"
+    _edit_twin(script.twin_of(ipynb), "x = 3")
+    with pytest.raises(script.EditConflict, match="no record"):
+        script.load_cells(ipynb)
+
+
+def test_every_committed_chapter_is_in_sync_with_its_twin(script):
+    for ipynb in script.all_chapters():
+        nb, md = jupytext.read(ipynb), jupytext.read(script.twin_of(ipynb))
+        assert script.fingerprint(nb) == script.fingerprint(md), ipynb.name
