@@ -315,11 +315,19 @@ def test_command_line_writes_json_and_prints_the_table_last(tmp_path, monkeypatc
     monkeypatch.setattr(cli, "run_benchmark", fake_run)
     out = tmp_path / "r.json"
     code = cli.main(["--device", "cpu", "--quick", "--ops", "rope", "--impl", "naive", "--out", str(out)])
-    assert code == 1  # the fixture holds one failed check
-    assert seen["device"] == "cpu" and seen["quick"] and seen["ops"] == ["rope"] and seen["impls"] == ["naive"]
-    assert json.loads(out.read_text())["results"] == fixture["results"]
+    assert code == 1  # the fixture holds one failed check: nothing is written
+    assert seen["device"] == torch.device("cpu") and seen["quick"] and seen["ops"] == ["rope"]
+    assert seen["impls"] == ["naive"] and not out.exists()
     printed = capsys.readouterr().out.splitlines()
-    assert printed[-1] == f"written: {out}; 1 check(s) FAILED" and printed[0] == bench.result_label(fixture)
+    assert (
+        printed[0] == bench.result_label(fixture)
+        and printed[-1] == f"not written: {out} (a result with failed checks is not saved)"
+    )
+    assert printed[-3] == "1 check(s) FAILED:" and "alibi" in printed[-2] and "relative error nan" in printed[-2]
+    fixture["results"] = [r for r in fixture["results"] if r["status"] != "failed"]
+    assert cli.main(["--device", "cpu", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["results"] == fixture["results"]
+    assert capsys.readouterr().out.splitlines()[-1] == f"written: {out}"
 
 
 def test_device_info_and_versions_on_the_cpu():

@@ -1,20 +1,28 @@
 """Timing position encodings: a harness that checks before it times, and a bytes model.
 
 ``python -m posenc.benchmark``: run every case, write the result as JSON, print the table last.
+
+Nothing runs until the options have passed: ``--device`` must be here,
+``--run-s`` a finite number > 0, and ``--out`` writable (its folder is
+created and a trial file written there); an existing ``--out`` file is
+replaced only with ``--force``. When any check fails, no file is written:
+the failed cases are listed and the exit status is 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from .results import default_path, save_results, summary_table
+from .._checks import check_positive_number
+from .results import default_path, record_line, save_results, summary_table
 from .rope_impls import ROPE_IMPL_NAMES
-from .run import OPS, run_benchmark
+from .run import OPS, device_info, resolve_device, run_benchmark
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -24,44 +32,87 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out",
         help="JSON file, or folder for gpu_rope_<device>.json, to write "
-        "(default: gpu_rope_<device>.json here; the book reads posenc_book/data/)",
+        "(default: gpu_rope_<device>.json here; the book reads posenc_book/data/); "
+        "an existing file is replaced only with --force",
     )
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when available)")
     parser.add_argument("--dtype", default=None, choices=sorted(_DTYPES), help="default bfloat16 on a GPU")
     parser.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
     parser.add_argument("--impl", nargs="+", default=None, choices=ROPE_IMPL_NAMES, help="RoPE implementations")
     parser.add_argument("--quick", action="store_true", help="fewer, smaller shapes and short runs")
-    parser.add_argument("--run-s", type=float, default=None, help="seconds of timed runs per measurement")
+    parser.add_argument("--run-s", type=float, default=None, help="seconds of timed runs per measurement (> 0)")
     return parser
 
 
+def _out_path(out: str | None, device: torch.device, force: bool) -> Path:
+    """The file to write, checked now: named after the device in a folder, writable, not replacing one unasked.
+
+    Raises:
+        ValueError: If the file exists and ``force`` is false, or its folder
+            cannot be created or written to.
+    """
+    if out is None or out.endswith(("/", "\\")) or Path(out).is_dir():  # a folder: name the file after the device
+        path = default_path({"device": device_info(device)}, out or ".")
+    else:
+        path = Path(out)
+    if path.is_dir():
+        raise ValueError(f"--out {path} is a directory; give a file name")
+    if path.exists() and not force:
+        raise ValueError(f"--out {path} exists; pass --force to replace it")
+    trial = path.parent / f".{path.name}.{os.getpid()}.trial"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        trial.open("x").close()
+        trial.unlink()
+    except (FileExistsError, NotADirectoryError) as err:  # a file where a folder should be
+        raise ValueError(f"--out {path} cannot be written: {err.filename} is a file, not a folder") from None
+    except OSError as err:
+        where = f"writing in {path.parent}" if err.filename == str(trial) else f"creating {err.filename}"
+        raise ValueError(f"--out {path} cannot be written: {err.strerror or err} ({where})") from None
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run everything, write JSON, print the table last.
+    """Check the options, run everything, print the table, write JSON if every check passed.
 
     Args:
         argv: Command-line arguments (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 1 if any check failed, else 0.
+        The exit status: 1 if any check failed (and nothing was written),
+        else 0; a bad option exits with status 2 before anything runs.
     """
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        device = resolve_device(args.device)
+    except ValueError as err:
+        parser.error(f"argument --device: {err}")
+    try:
+        run_s = None if args.run_s is None else check_positive_number("--run-s", args.run_s)
+        out = _out_path(args.out, device, args.force)
+    except ValueError as err:
+        parser.error(str(err))
     result = run_benchmark(
-        args.device,
+        device,
         dtype=_DTYPES[args.dtype] if args.dtype else None,
         ops=args.ops,
         impls=args.impl,
         quick=args.quick,
-        run_s=args.run_s,
+        run_s=run_s,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
-    out = args.out
-    if out is None or out.endswith(("/", "\\")) or Path(out).is_dir():  # a folder: name the file after the device
-        out = default_path(result, out or ".")
-    path = save_results(result, out)
     failed = [r for r in result["results"] if r["status"] == "failed"]
     print(summary_table(result))
-    print(f"written: {path}" + (f"; {len(failed)} check(s) FAILED" if failed else ""))
-    return 1 if failed else 0
+    if failed:
+        print(f"{len(failed)} check(s) FAILED:")
+        for record in failed:
+            print(f"  {record_line(record)}")
+        print(f"not written: {out} (a result with failed checks is not saved)")
+        return 1
+    print(f"written: {save_results(result, out)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ never assertions to test.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -20,7 +21,11 @@ _SHAPE_KEYS = ("batch", "seq_len", "num_heads", "q_len", "k_len", "dim")
 
 
 def save_results(result: dict, path) -> Path:
-    """Write ``result`` as indented JSON to ``path`` (folders created).
+    """Write ``result`` as indented JSON to ``path`` (folders created), atomically.
+
+    The JSON goes to a temporary file in the same folder, which then replaces
+    ``path`` (``os.replace``): a reader, or a run stopped while writing, sees
+    the previous file or the new one, never half of one.
 
     Args:
         result: A dict from :func:`~posenc.benchmark.run_benchmark`.
@@ -33,8 +38,14 @@ def save_results(result: dict, path) -> Path:
         ValueError: If ``result`` holds NaN or an infinity (JSON has neither).
     """
     path = Path(path)
+    text = json.dumps(result, indent=1, allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
     return path
 
 
@@ -48,24 +59,45 @@ def load_results(directory="data", pattern: str = "gpu_*.json") -> list[dict]:
 
     Returns:
         One dict per file, each with a ``path`` key added; an empty list when
-        no file matches.
+        the folder holds no matching file.
 
     Raises:
-        ValueError: If a file is not a result of this harness (its ``schema``
-            is wrong or a required key is missing).
+        FileNotFoundError: If there is no folder ``directory``.
+        ValueError: If ``directory`` is a file, or a file is not a result of
+            this harness (not JSON, not a JSON object, its ``schema`` is
+            wrong, a required key is missing, or ``date`` is not a string or
+            ``results`` not a list); the message names the file.
     """
-    results = []
-    for path in sorted(Path(directory).glob(pattern)):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        missing = [key for key in _REQUIRED_KEYS if key not in data]
-        if data.get("schema") != SCHEMA or missing:
-            raise ValueError(
-                f"{path} is not a posenc benchmark result: schema {data.get('schema')!r} (expected {SCHEMA!r}), "
-                f"missing keys {missing}"
-            )
-        data["path"] = str(path)
-        results.append(data)
+    directory = Path(directory)
+    if not directory.exists():
+        raise FileNotFoundError(f"no folder {directory} to read benchmark results from")
+    if not directory.is_dir():
+        raise ValueError(f"directory must be a folder of result files, got the file {directory}")
+    results = [_read_result(path) for path in sorted(directory.glob(pattern))]
     return sorted(results, key=lambda r: r["date"])
+
+
+def _read_result(path: Path) -> dict:
+    """One result file, checked, with ``path`` added."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a posenc benchmark result: not JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a posenc benchmark result: a JSON {type(data).__name__}, not an object")
+    missing = [key for key in _REQUIRED_KEYS if key not in data]
+    if data.get("schema") != SCHEMA or missing:
+        raise ValueError(
+            f"{path} is not a posenc benchmark result: schema {data.get('schema')!r} (expected {SCHEMA!r}), "
+            f"missing keys {missing}"
+        )
+    if not isinstance(data["date"], str) or not isinstance(data["results"], list):
+        raise ValueError(
+            f"{path} is not a posenc benchmark result: 'date' must be a string and 'results' a list, "
+            f"got {type(data['date']).__name__} and {type(data['results']).__name__}"
+        )
+    data["path"] = str(path)
+    return data
 
 
 def result_label(result: dict) -> str:

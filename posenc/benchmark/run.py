@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from .._checks import check_choice
+from .._checks import check_choice, check_positive_number
 from .cases import (
     Case,
     alibi_bias_cases,
@@ -165,12 +165,36 @@ def versions() -> dict:
     }
 
 
-def _resolve_device(device) -> torch.device:
-    """``device`` as a ``torch.device``: the current GPU by default when there is one, else the CPU."""
-    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
+def resolve_device(device) -> torch.device:
+    """``device`` as a ``torch.device``: the current GPU by default when there is one, else the CPU.
+
+    Args:
+        device: ``None``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``.
+
+    Returns:
+        The device, a GPU with its index.
+
+    Raises:
+        ValueError: If ``device`` is not a device name, is neither a CPU nor
+            a CUDA device, or is a CUDA device this machine does not have.
+    """
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device {device!r} needs CUDA, and this machine has no usable CUDA device")
+        if parsed.index is None:
+            parsed = torch.device("cuda", torch.cuda.current_device())
+        elif parsed.index >= count:
+            raise ValueError(f"device {device!r} does not exist: this machine has {count} CUDA device(s)")
+    return parsed
 
 
 def _resolve_impls(impls: Sequence[str | RopeImpl] | None, on_gpu: bool) -> list[RopeImpl]:
@@ -286,10 +310,14 @@ def run_benchmark(
         with ``status`` ``"ok"``, ``"failed"`` or ``"unavailable"``).
 
     Raises:
-        ValueError: On an unknown op or implementation name, or a dtype other
-            than float32, float16 or bfloat16.
+        ValueError: On an unknown op or implementation name, a dtype other
+            than float32, float16 or bfloat16, a device that is not here
+            (:func:`resolve_device`), or a ``run_s`` that is not a finite
+            number > 0.
     """
-    device = _resolve_device(device)
+    device = resolve_device(device)
+    if run_s is not None:
+        check_positive_number("run_s", run_s)
     on_gpu = device.type == "cuda"
     dtype = dtype if dtype is not None else (torch.bfloat16 if on_gpu else torch.float32)
     if dtype not in TOLERANCE:

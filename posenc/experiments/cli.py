@@ -2,7 +2,7 @@
 
 ::
 
-    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json
+    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json --force
 
 trains one tiny Transformer per position scheme, task and seed, evaluates it
 at multiples of the training length, shows a progress bar on stderr (tqdm)
@@ -11,18 +11,29 @@ and writes the results with their configuration, versions and date as JSON.
 :class:`posenc.ExperimentConfig`, except ``--out``, ``experiments.json`` in the
 current directory. ``python -m posenc.experiments`` runs :func:`main`
 (``posenc/experiments/__main__.py``).
+
+Nothing is trained until the options have passed: the configuration (every
+scheme is built once, so an odd ``head_dim`` for RoPE is refused here) and
+``--out``, whose folder is created and written to as a trial. An existing
+``--out`` file is replaced only with ``--force``, or when it is a partial
+file this command left. After every finished run the results so far are
+written to ``--out`` (atomically, marked ``"complete": false``); if a run
+fails (exit 1) or Ctrl-C stops the command (exit 130), those runs stay there
+and the message says how many. The finished file has no ``"complete"`` key.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 from .._checks import check_positive_int
 from .extrapolation import DEFAULT_OUT, ExperimentConfig, run_experiments
+from .results import is_partial_file, save_document
 from .tasks import TASKS
 
 __all__ = ["main"]
@@ -78,7 +89,20 @@ def _parser() -> argparse.ArgumentParser:
             help=f"default: {getattr(defaults, name)}",
         )
     parser.add_argument("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default: {defaults.lr})")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output JSON file (default: {DEFAULT_OUT})")
+    _add_run_options(parser)
+    return parser
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options that change how the experiment runs and is saved, not its results."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"output JSON file (default: {DEFAULT_OUT}); rewritten after every run; an existing file is "
+        "replaced only with --force, or if it is a partial file of this command",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
     parser.add_argument(
         "--jobs",
         type=int,
@@ -86,22 +110,84 @@ def _parser() -> argparse.ArgumentParser:
         help="runs trained at once, one process each (default: 1; results do not depend on it)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    return parser
+
+
+def _check_out(out: Path, *, force: bool) -> Path:
+    """Make sure ``out`` can be written now, before any training: create its folder, write a trial file there.
+
+    Args:
+        out: The output file.
+        force: Replace an existing file.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        ValueError: If ``out`` is a directory, exists (and is not a partial
+            file of this command) without ``force``, or its folder cannot be
+            created or written to.
+    """
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give a file name, such as {out / DEFAULT_OUT.name}")
+    if out.exists() and not force and not is_partial_file(out):
+        raise ValueError(f"--out {out} exists and is not a partial file of this command; pass --force to replace it")
+    trial = out.parent / f".{out.name}.{os.getpid()}.trial"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        trial.open("x").close()
+        trial.unlink()
+    except (FileExistsError, NotADirectoryError) as err:  # a file where a folder should be
+        raise ValueError(f"--out {out} cannot be written: {err.filename} is a file, not a folder") from None
+    except OSError as err:
+        where = f"writing in {out.parent}" if err.filename == str(trial) else f"creating {err.filename}"
+        raise ValueError(f"--out {out} cannot be written: {err.strerror or err} ({where})") from None
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: parse, run, write the JSON file; returns the exit status."""
+    """The command line: parse, check, run, write the JSON file after every run; returns the exit status.
+
+    Returns:
+        0 when every run finished, 1 when one failed, 130 on Ctrl-C (the
+        runs finished by then are in ``--out``); 2 on a bad option, before
+        any training.
+    """
     parser = _parser()
     args = vars(parser.parse_args(argv))
-    out, quiet, jobs = args.pop("out"), args.pop("quiet"), args.pop("jobs")
+    out, quiet, jobs, force = args.pop("out"), args.pop("quiet"), args.pop("jobs"), args.pop("force")
     try:
         config = ExperimentConfig(**args)
         check_positive_int("jobs", jobs)
+        _check_out(out, force=force)
     except ValueError as err:
         parser.error(str(err))
-    results = run_experiments(config, progress=not quiet, jobs=jobs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    saved = 0
+
+    def save(document: dict) -> None:
+        nonlocal saved
+        save_document(document, out)
+        saved = len(document["runs"])
+
+    try:
+        results = run_experiments(config, progress=not quiet, jobs=jobs, on_run=save)
+    except (Exception, KeyboardInterrupt) as err:
+        return _stopped(err, out, saved)
+    save_document(results, out)
     if not quiet:
         print(f"wrote {len(results['runs'])} runs to {out}", file=sys.stderr)
     return 0
+
+
+def _stopped(err: BaseException, out: Path, saved: int) -> int:
+    """Report a failed or interrupted experiment on stderr, with where its finished runs are; the exit status."""
+    if isinstance(err, KeyboardInterrupt):
+        what, status = "interrupted", 130
+    else:
+        traceback.print_exception(err)
+        what, status = f"stopped by {type(err).__name__}: {err}", 1
+    if saved:
+        kept = f'{saved} finished run(s) are in {out}, marked "complete": false'
+    else:
+        kept = f"no run finished; {out} was not written"
+    print(f"python -m posenc.experiments {what}; {kept}", file=sys.stderr)
+    return status

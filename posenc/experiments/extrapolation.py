@@ -25,25 +25,29 @@ Two decisions fix what "trained length" means:
 Results are a JSON document (see :func:`run_experiments`) with the full
 configuration, the software versions and the date. The command line
 (``python -m posenc.experiments``, :mod:`posenc.experiments.cli`) runs an
-experiment and writes that document::
+experiment and writes that document after every finished run, so that a
+failure or Ctrl-C keeps the runs done so far::
 
-    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json
+    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json --force
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import sys
 import time
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from .._checks import check_choice, check_heads, check_nonnegative_int, check_positive_int, check_positive_number
 from .model import TinyConfig, TinyTransformer
-from .registry import position_schemes
+from .registry import make_position_scheme, position_schemes
 from .results import SCHEMA, environment
 from .tasks import TASKS, Task, make_task
 from .train import tiny_accuracy, train_tiny
@@ -58,23 +62,14 @@ ALL_SCHEMES = ("none", "sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "
 DEFAULT_OUT = Path("experiments.json")  # the book's recorded copy is posenc_book/data/experiments.json
 
 
-def _check_names(name: str, values: object, choices: Sequence[str]) -> tuple[str, ...]:
+def _check_list(name: str, values: object, check, kind: str = "ints") -> tuple:
+    """``values`` as a tuple, if it is a non-empty list whose items pass ``check(name, item)`` and differ."""
     if isinstance(values, str) or not isinstance(values, Sequence) or not values:
-        raise ValueError(f"{name} must be a non-empty list of names, got {values!r}")
-    for value in values:
-        check_choice(name, value, choices)
-    if len(set(values)) != len(values):
-        raise ValueError(f"{name} must not repeat a name, got {list(values)}")
-    return tuple(values)
-
-
-def _check_ints(name: str, values: object, check) -> tuple[int, ...]:
-    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
-        raise ValueError(f"{name} must be a non-empty list of ints, got {values!r}")
+        raise ValueError(f"{name} must be a non-empty list of {kind}, got {values!r}")
     for value in values:
         check(name, value)
     if len(set(values)) != len(values):
-        raise ValueError(f"{name} must not repeat a value, got {list(values)}")
+        raise ValueError(f"{name} must not repeat a {'name' if kind == 'names' else 'value'}, got {list(values)}")
     return tuple(values)
 
 
@@ -114,7 +109,8 @@ class ExperimentConfig:
 
     Raises:
         ValueError: On an unknown scheme or task, a repeated or negative
-            seed, a non-positive size, or a non-positive learning rate.
+            seed, a non-positive size or learning rate, or a scheme that
+            cannot be built with ``dim`` and ``num_heads`` (each is built once).
     """
 
     schemes: tuple[str, ...] = ALL_SCHEMES
@@ -135,10 +131,11 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise lists to tuples in place
-        set_(self, "schemes", _check_names("schemes", self.schemes, position_schemes()))
-        set_(self, "tasks", _check_names("tasks", self.tasks, tuple(TASKS)))
-        set_(self, "seeds", _check_ints("seeds", self.seeds, check_nonnegative_int))
-        set_(self, "multipliers", _check_ints("multipliers", self.multipliers, check_positive_int))
+        schemes, tasks = position_schemes(), tuple(TASKS)
+        set_(self, "schemes", _check_list("schemes", self.schemes, lambda n, v: check_choice(n, v, schemes), "names"))
+        set_(self, "tasks", _check_list("tasks", self.tasks, lambda n, v: check_choice(n, v, tasks), "names"))
+        set_(self, "seeds", _check_list("seeds", self.seeds, check_nonnegative_int))
+        set_(self, "multipliers", _check_list("multipliers", self.multipliers, check_positive_int))
         for name in ("steps", "train_length", "dim", "num_heads", "num_layers", "batch_size", "num_examples"):
             check_positive_int(name, getattr(self, name))
         check_nonnegative_int("warmup", self.warmup)
@@ -147,6 +144,7 @@ class ExperimentConfig:
             raise ValueError(f"causal must be True or False, got {self.causal!r}")
         check_positive_number("lr", self.lr)
         check_heads(self.dim, self.num_heads)
+        _check_schemes_build(self)
 
     @property
     def eval_lengths(self) -> tuple[int, ...]:
@@ -182,17 +180,38 @@ class ExperimentConfig:
         """The configuration saved by :meth:`to_dict`.
 
         Raises:
-            ValueError: On a key that is not a field, or any invalid value.
+            ValueError: If ``values`` is not a dict, lacks a field (rather
+                than take today's default), has a key that is not a field, or
+                holds an invalid value.
         """
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - fields)
+        fields = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(values, Mapping):
+            raise ValueError(f"config must be a dict of the fields {fields}, got {type(values).__name__}")
+        unknown = sorted(set(values) - set(fields))
         if unknown:
             raise ValueError(f"config has unknown key(s) {unknown}; fields are {sorted(fields)}")
+        missing = [name for name in fields if name not in values]
+        if missing:
+            raise ValueError(f"config lacks the key(s) {missing}; a saved configuration names every field")
         return cls(**values)
 
     def replace(self, **changes) -> ExperimentConfig:
         """A copy with some fields changed, for example a subset of schemes and seeds."""
         return dataclasses.replace(self, **changes)
+
+
+def _check_schemes_build(config: ExperimentConfig) -> None:
+    """Build every scheme of ``config`` once (global random state untouched); raise ValueError naming one that fails."""
+    max_len = max(build_task(config, name).seq_len(config.train_length) for name in config.tasks)
+    for name in config.schemes:
+        try:
+            with torch.random.fork_rng(devices=[]):
+                make_position_scheme(
+                    name, dim=config.dim, num_heads=config.num_heads, max_len=max_len, causal=config.causal
+                )
+        except Exception as err:  # a scheme of one's own may raise anything
+            sizes = f"dim={config.dim}, num_heads={config.num_heads} (head_dim {config.dim // config.num_heads})"
+            raise ValueError(f"scheme {name!r} cannot be built with {sizes}: {err}") from err
 
 
 def build_task(config: ExperimentConfig, name: str) -> Task:
@@ -271,58 +290,55 @@ def train_and_evaluate(config: ExperimentConfig, scheme: str, task: str, seed: i
 def _progress(total: int, enabled: bool):
     """A tqdm bar on stderr, or a stand-in that does nothing when tqdm is missing or ``enabled`` is false."""
     if enabled:
-        try:
+        with contextlib.suppress(ImportError):
             from tqdm.auto import tqdm
 
             return tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
-        except ImportError:
-            pass
-
-    class _Silent:
-        def update(self, n=1):
-            pass
-
-        def set_postfix_str(self, s):
-            pass
-
-        def close(self):
-            pass
-
     return _Silent()
 
 
+class _Silent:
+    """A progress bar that shows nothing."""
+
+    update = set_postfix_str = close = staticmethod(lambda *args, **kwargs: None)
+
+
 def _run_job(config: ExperimentConfig, scheme: str, task: str, seed: int) -> dict:
-    """One run's record; a module-level function, so that worker processes find it by its qualified name."""
-    return train_and_evaluate(config, scheme, task, seed)[0]
+    """One run's record; a module-level function, so that worker processes find it by its qualified name.
+
+    An error leaves with the run named in its notes (Python 3.11+), which survive the trip from a worker.
+    """
+    try:
+        return train_and_evaluate(config, scheme, task, seed)[0]
+    except BaseException as err:
+        if hasattr(err, "add_note"):
+            err.add_note(f"in the run scheme={scheme!r}, task={task!r}, seed={seed}")
+        raise
 
 
-def run_experiments(config: ExperimentConfig, *, progress: bool = False, jobs: int = 1) -> dict:
+def run_experiments(
+    config: ExperimentConfig, *, progress: bool = False, jobs: int = 1, on_run: Callable[[dict], None] | None = None
+) -> dict:
     """Train and evaluate every run of ``config``.
 
     Every run uses one CPU thread and depends only on the configuration, its
     scheme, task and seed, so running several at once (``jobs``) changes
-    nothing in the results.
+    nothing in the results. The first run that raises stops the experiment:
+    runs not started are cancelled, running ones finish (and reach
+    ``on_run``), and the error is raised, the failing run named in its notes.
 
     Args:
         config: The experiment.
         progress: Show a progress bar on stderr (tqdm).
         jobs: Runs trained at the same time, each in its own process.
+        on_run: Called after every finished run with the document so far,
+            marked ``"complete": False``; the command line saves it.
 
     Returns:
-        A JSON-ready dict::
-
-            {"schema": "posenc.experiments/1",
-             "config": config.to_dict(),
-             "environment": {"date", "posenc", "torch", "python", "platform", ...},
-             "runs": [{"scheme", "task", "seed", "task_repr", "chance", "max_len",
-                       "parameters", "losses", "final_loss", "train_seconds",
-                       "evaluations": [{"multiplier", "length", "seq_len", "status",
-                                        "accuracy", ["reason"]}, ...]}, ...]}
-
-        ``status`` is ``"ok"`` or ``"cannot run"`` (then ``accuracy`` is
-        ``None`` and ``reason`` holds the error); ``losses`` is every
-        ``steps // 30``-th training loss and the last. Runs are ordered by
-        task, then scheme, then seed, whatever ``jobs`` is.
+        The JSON-ready document that :mod:`posenc.experiments.results`
+        describes, runs ordered by task, then scheme, then seed, whatever
+        ``jobs`` is; only the partial documents given to ``on_run`` have a
+        ``"complete"`` key.
 
     Raises:
         ValueError: If ``config`` is not an :class:`ExperimentConfig` or
@@ -331,34 +347,51 @@ def run_experiments(config: ExperimentConfig, *, progress: bool = False, jobs: i
     if not isinstance(config, ExperimentConfig):
         raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
     check_positive_int("jobs", jobs)
-    pending_runs = [(scheme, task, seed) for task in config.tasks for scheme in config.schemes for seed in config.seeds]
-    bar = _progress(len(pending_runs), progress)
+    order = [(scheme, task, seed) for task in config.tasks for scheme in config.schemes for seed in config.seeds]
+    document = {"schema": SCHEMA, "config": config.to_dict(), "environment": environment(), "runs": []}
+    runs: dict[tuple, dict] = {}
+    bar = _progress(len(order), progress)
+
+    def record(job: tuple, run: dict) -> None:
+        runs[job] = run
+        bar.set_postfix_str(" ".join(map(str, job)))
+        bar.update(1)
+        if on_run is not None:  # "complete": False placed after "schema"
+            on_run({"schema": SCHEMA, "complete": False} | document | {"runs": [runs[j] for j in order if j in runs]})
+
     try:
-        runs = _run_all(config, pending_runs, jobs, bar)
+        if jobs == 1:
+            for job in order:
+                record(job, _run_job(config, *job))
+        else:
+            context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
+            _run_pool(ProcessPoolExecutor(max_workers=jobs, mp_context=context), _run_job, config, order, record)
     finally:
         bar.close()
-    return {
-        "schema": SCHEMA,
-        "config": config.to_dict(),
-        "environment": environment(),
-        "runs": [runs[job] for job in pending_runs],
-    }
+    return document | {"runs": [runs[job] for job in order]}
 
 
-def _run_all(config: ExperimentConfig, jobs_to_run: list[tuple], jobs: int, bar) -> dict[tuple, dict]:
-    """The record of every ``(scheme, task, seed)``, run here or in ``jobs`` spawned processes."""
-    runs: dict[tuple, dict] = {}
-    if jobs == 1:
-        for job in jobs_to_run:
-            bar.set_postfix_str(" ".join(map(str, job)))
-            runs[job] = _run_job(config, *job)
-            bar.update(1)
-        return runs
-    context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {pool.submit(_run_job, config, *job): job for job in jobs_to_run}
+def _run_pool(pool: Executor, run: Callable[..., dict], config, order: list[tuple], record: Callable) -> None:
+    """Run every job on ``pool`` (shut down on return), recording each result as it arrives.
+
+    A failure cancels queued jobs, records running ones that succeed, and raises; Ctrl-C waits for none.
+    """
+    futures = {pool.submit(run, config, *job): job for job in order}
+    recorded: set[tuple] = set()
+    try:
         for future in as_completed(futures):
-            runs[futures[future]] = future.result()
-            bar.set_postfix_str(" ".join(map(str, futures[future])))
-            bar.update(1)
-    return runs
+            result = future.result()
+            recorded.add(futures[future])
+            record(futures[future], result)
+    except Exception:
+        pool.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(Exception):  # the first error is the one raised
+            for future, job in futures.items():
+                if job not in recorded and not future.cancelled() and future.exception() is None:
+                    recorded.add(job)
+                    record(job, future.result())  # finished while the pool stopped: work kept
+        raise
+    except BaseException:  # KeyboardInterrupt: the workers were interrupted too
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()

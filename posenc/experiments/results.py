@@ -1,9 +1,29 @@
-"""The JSON documents of the length extrapolation experiments: their environment, reading them, summarising them."""
+"""The JSON documents of the length extrapolation experiments: their environment, writing, reading, summarising them.
+
+A document, as :func:`~posenc.run_experiments` returns it::
+
+    {"schema": "posenc.experiments/1",
+     "config": config.to_dict(),
+     "environment": {"date", "posenc", "torch", "python", "platform", ...},
+     "runs": [{"scheme", "task", "seed", "task_repr", "chance", "max_len",
+               "parameters", "losses", "final_loss", "train_seconds",
+               "evaluations": [{"multiplier", "length", "seq_len", "status",
+                                "accuracy", ["reason"]}, ...]}, ...]}
+
+``status`` is ``"ok"`` or ``"cannot run"`` (then ``accuracy`` is ``None`` and
+``reason`` holds the error); ``losses`` is every ``steps // 30``-th training
+loss and the last. While an experiment runs, the command line keeps the
+runs finished so far in a partial document, marked ``"complete": false``
+after ``"schema"`` (:func:`save_document`, atomically); the whole document
+has no ``"complete"`` key. Both read back with :func:`load_experiments` and
+summarise with :func:`experiment_summary`.
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
 from pathlib import Path
 
@@ -29,6 +49,41 @@ def environment() -> dict:
     }
 
 
+def save_document(document: dict, path) -> Path:
+    """Write ``document`` as JSON to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
+
+    A reader, or a run stopped while writing, sees the previous file or the
+    new one, never half of one.
+
+    Args:
+        document: A whole or partial document.
+        path: The file; its folder must exist.
+
+    Returns:
+        ``path`` as a Path.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("w", encoding="utf-8") as file:
+            file.write(json.dumps(document, indent=1) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
+
+
+def is_partial_file(path) -> bool:
+    """Whether ``path`` holds a partial document of this schema (``"complete": false``), left by a stopped run."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON
+        return False
+    return isinstance(document, dict) and document.get("schema") == SCHEMA and document.get("complete") is False
+
+
 def load_experiments(path) -> dict:
     """Read results written by :func:`run_experiments` (through the command line).
 
@@ -36,12 +91,14 @@ def load_experiments(path) -> dict:
         path: The JSON file, a ``str`` or ``pathlib.Path``.
 
     Returns:
-        The document, with ``"config"`` checked by :class:`ExperimentConfig`.
+        The document, with ``"config"`` checked by :class:`ExperimentConfig`
+        and every run checked against it. A partial document (``"complete":
+        false``) is returned as it is.
 
     Raises:
         ValueError: If ``path`` is not a str or Path, or the file is not such
-            a document (not JSON, wrong ``schema``, missing keys, or an
-            invalid configuration).
+            a document (not JSON, wrong ``schema``, missing keys, an invalid
+            configuration, or a run that is not one of its records).
         FileNotFoundError: If there is no file at ``path``.
     """
     if not isinstance(path, (str, Path)):
@@ -49,7 +106,7 @@ def load_experiments(path) -> dict:
     path = Path(path)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not a posenc experiments file: not JSON ({err})") from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         found = document.get("schema") if isinstance(document, dict) else type(document).__name__
@@ -57,10 +114,61 @@ def load_experiments(path) -> dict:
     missing = [key for key in ("config", "environment", "runs") if key not in document]
     if missing:
         raise ValueError(f"{path} lacks the key(s) {missing}")
+    try:
+        _checked_config(document)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+    return document
+
+
+def _checked_config(document: dict):
+    """The :class:`ExperimentConfig` of ``document``, after checking ``complete`` and every run against it."""
     from .extrapolation import ExperimentConfig  # which imports this module
 
-    ExperimentConfig.from_dict(document["config"])
-    return document
+    if not isinstance(document.get("complete", False), bool):
+        raise ValueError(f"'complete' must be true or false where present, got {_short(document['complete'])}")
+    config = ExperimentConfig.from_dict(document["config"])
+    runs = document["runs"]
+    if not isinstance(runs, list):
+        raise ValueError(f"'runs' must be a list, got {type(runs).__name__}")
+    seen = set()
+    for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise ValueError(f"runs[{i}] must be a dict, got {type(run).__name__}")
+        missing = [key for key in ("task", "scheme", "seed", "evaluations") if key not in run]
+        if missing:
+            raise ValueError(f"runs[{i}] lacks the key(s) {missing}")
+        for key, allowed in (("task", config.tasks), ("scheme", config.schemes), ("seed", config.seeds)):
+            if isinstance(run[key], bool) or run[key] not in allowed:
+                raise ValueError(f"runs[{i}] has {key} {_short(run[key])}, not one of the config's {list(allowed)}")
+        job = (run["task"], run["scheme"], run["seed"])
+        if job in seen:
+            raise ValueError(f"runs[{i}] repeats the run task={job[0]!r}, scheme={job[1]!r}, seed={job[2]}")
+        seen.add(job)
+        _check_evaluations(f"runs[{i}]['evaluations']", run["evaluations"], len(config.multipliers))
+    return config
+
+
+def _check_evaluations(where: str, evaluations: object, count: int) -> None:
+    """Raise unless ``evaluations`` is a list of ``count`` evaluations, each ``"ok"`` with an accuracy or not run."""
+    if not isinstance(evaluations, list) or len(evaluations) != count:
+        raise ValueError(
+            f"{where} must be a list of {count} evaluations (one per multiplier), got {_short(evaluations)}"
+        )
+    for j, entry in enumerate(evaluations):
+        if not isinstance(entry, dict) or entry.get("status") not in ("ok", "cannot run"):
+            raise ValueError(f"{where}[{j}] must be a dict with status 'ok' or 'cannot run', got {_short(entry)}")
+        accuracy = entry.get("accuracy")
+        if entry["status"] == "ok" and (
+            isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not 0 <= accuracy <= 1
+        ):
+            raise ValueError(f"{where}[{j}] has status 'ok', so its accuracy must be in [0, 1], got {_short(accuracy)}")
+
+
+def _short(value: object) -> str:
+    """``repr(value)``, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def experiment_summary(results: dict) -> list[dict]:
@@ -68,7 +176,8 @@ def experiment_summary(results: dict) -> list[dict]:
 
     Args:
         results: A document from :func:`run_experiments` or
-            :func:`load_experiments`.
+            :func:`load_experiments`, whole or partial (a partial one gives
+            rows for the runs it has).
 
     Returns:
         One dict per (task, scheme, length), in the order of the
@@ -80,14 +189,17 @@ def experiment_summary(results: dict) -> list[dict]:
         status is ``"cannot run"``).
 
     Raises:
-        ValueError: If ``results`` is not such a document, or some seeds of
-            one cell ran and others did not.
+        ValueError: If ``results`` is not such a document (wrong schema,
+            missing ``config`` or ``runs``, an invalid configuration, a run
+            that lacks a key, names a task, scheme or seed outside the
+            configuration, or has evaluations of the wrong number or kind),
+            or some seeds of one cell ran and others did not.
     """
     if not isinstance(results, dict) or results.get("schema") != SCHEMA or "runs" not in results:
         raise ValueError(f"results must be a document of schema {SCHEMA!r} with 'runs', got {type(results).__name__}")
-    from .extrapolation import ExperimentConfig  # which imports this module
-
-    config = ExperimentConfig.from_dict(results["config"])
+    if "config" not in results:
+        raise ValueError("results lack the key 'config'")
+    config = _checked_config(results)
     by_key = {(r["task"], r["scheme"], r["seed"]): r for r in results["runs"]}
     rows = []
     for task in config.tasks:

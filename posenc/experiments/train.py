@@ -100,7 +100,9 @@ def train_tiny(
         seed: Seed of the batches.
 
     Returns:
-        The training loss of every step.
+        The training loss of every step. The model is left in evaluation
+        mode; if training is interrupted (an error, Ctrl-C), in the mode it
+        was in before.
     """
     check_positive_int("steps", steps)
     check_nonnegative_int("warmup", warmup)
@@ -109,20 +111,24 @@ def train_tiny(
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=False)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(warmup, steps))
     losses = []
+    was_training, finished = model.training, False
     model.train()
-    with deterministic(device):
-        for _ in range(steps):
-            batch = task.sample(batch_size, _draw_length(length, generator), generator)
-            inputs, targets = batch.inputs.to(device), batch.targets.to(device)
-            logits = model(inputs)  # [b, s, vocab]
-            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)  # over b * s
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            losses.append(loss.item())
-    model.eval()
+    try:
+        with deterministic(device):
+            for _ in range(steps):
+                batch = task.sample(batch_size, _draw_length(length, generator), generator)
+                inputs, targets = batch.inputs.to(device), batch.targets.to(device)
+                logits = model(inputs)  # [b, s, vocab]
+                loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)  # over b * s
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                losses.append(loss.item())
+        finished = True
+    finally:  # done: evaluation mode; interrupted by an error or Ctrl-C: the mode it came in
+        model.train(was_training and not finished)
     return losses
 
 
