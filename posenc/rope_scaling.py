@@ -2,9 +2,11 @@
 
 The vocabulary is Hugging Face's ``rope_parameters`` dictionary (``{"rope_type":
 "yarn", "factor": 4.0, ...}``), and for the same parameters each function returns
-what ``transformers``' ``ROPE_INIT_FUNCTIONS`` compute, in float64. Unlike that
-table, a dictionary with an unknown key, a missing parameter or an out-of-range
-value raises a ``ValueError`` here instead of a warning.
+what ``transformers``' ``ROPE_INIT_FUNCTIONS`` compute, in float64. Every
+dictionary that transformers' validator accepts for these types is accepted, with
+the same meaning (see :func:`parse_scaling` for the few exceptions); where
+transformers only warns, about an unknown key, a missing parameter or an
+out-of-range value, a ``ValueError`` is raised here instead.
 
 Every scaling is a :class:`RopeScaling`: the keys it needs and may take, a
 validator for their values, and a function with one signature::
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_base, check_choice, check_even_dim, check_number, check_positive_int
+from ._checks import check_base, check_choice, check_even_dim, check_number
 from .sinusoidal import sinusoidal_frequencies
 
 Frequencies = Callable[[int, float, dict, "float | None", torch.device], "tuple[torch.Tensor, float]"]
@@ -35,7 +37,7 @@ class RopeScaling:
 
     Attributes:
         required: Keys the dictionary must hold.
-        optional: Keys it may hold besides ``rope_type``, ``rope_theta`` and the required ones.
+        optional: Keys it may hold besides ``COMMON_KEYS`` and the required ones.
         validate: ``validate(params)`` checks the values in place (numbers converted to float).
         frequencies: The scaled frequencies, signature as in the module docstring.
     """
@@ -96,20 +98,48 @@ def _check_ntk_dim(head_dim: int) -> None:
 # ---------------------------------------------------------------------------
 
 
+def _real(params: dict, key: str, *, minimum: float | None = None, inclusive: bool = True) -> float:
+    """``params[key]`` as a float, finite and above ``minimum`` if given (message: key, value, limit)."""
+    name = f"scaling[{key!r}]"
+    if minimum is not None:
+        params[key] = check_number(name, params[key], minimum=minimum, inclusive=inclusive)
+        return params[key]
+    value = params[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    params[key] = float(value)
+    return params[key]
+
+
 def _check_factor(params: dict) -> None:
-    params["factor"] = check_number("scaling['factor']", params["factor"], minimum=1.0, inclusive=True)
-    if "original_max_position_embeddings" in params:
-        check_positive_int("scaling['original_max_position_embeddings']", params["original_max_position_embeddings"])
+    # transformers only warns below 1 (and still computes); a factor < 1 shortens the context, so it raises here
+    _real(params, "factor", minimum=1.0)
 
 
 def _check_nothing(params: dict) -> None:
     """``"default"`` takes no parameters to check."""
 
 
+def _check_linear(params: dict) -> None:
+    _check_factor(params)
+    if params.get("original_max_position_embeddings") is None:
+        params.pop("original_max_position_embeddings", None)
+    else:  # tolerated, and ignored as transformers ignores it: linear divides every frequency alike
+        _real(params, "original_max_position_embeddings", minimum=0.0, inclusive=False)
+
+
+def _check_dynamic(params: dict) -> None:
+    _check_factor(params)
+    _real(params, "original_max_position_embeddings", minimum=0.0, inclusive=False)
+
+
 def _check_llama3(params: dict) -> None:
     _check_factor(params)
-    low = check_number("scaling['low_freq_factor']", params["low_freq_factor"], minimum=0.0, inclusive=False)
-    high = check_number("scaling['high_freq_factor']", params["high_freq_factor"], minimum=0.0, inclusive=False)
+    _real(params, "original_max_position_embeddings")  # transformers accepts any length (<= 0: all interpolated)
+    for key in ("low_freq_factor", "high_freq_factor"):  # transformers divides the length by each
+        if _real(params, key) == 0.0:
+            raise ValueError(f"scaling[{key!r}] must be != 0 (the length is divided by it), got 0.0")
+    low, high = params["low_freq_factor"], params["high_freq_factor"]
     if high <= low:
         raise ValueError(
             f"scaling['high_freq_factor'] must be > scaling['low_freq_factor'], got high_freq_factor={high:g} "
@@ -119,17 +149,33 @@ def _check_llama3(params: dict) -> None:
 
 def _check_yarn(params: dict) -> None:
     _check_factor(params)
-    if not isinstance(params.get("truncate", True), bool):
+    _real(params, "original_max_position_embeddings", minimum=0.0, inclusive=False)  # its log is taken
+    if not isinstance(params.get("truncate", True), bool):  # transformers would read None as False, "no" as True
         raise ValueError(f"scaling['truncate'] must be True or False, got {params['truncate']!r}")
-    for key in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim"):
+    if params.get("attention_factor") is not None:  # transformers warns for an int, then uses it
+        _real(params, "attention_factor", minimum=0.0)
+    for key in ("mscale", "mscale_all_dim", "beta_fast"):
         if params.get(key) is not None:
-            params[key] = check_number(f"scaling[{key!r}]", params[key], minimum=0.0, inclusive=False)
+            _real(params, key)
+    if params.get("beta_slow") is not None:
+        _real(params, "beta_slow", minimum=0.0)  # 0, like None, means the default 1 in transformers (`or 1`)
     beta_fast, beta_slow = params.get("beta_fast") or 32.0, params.get("beta_slow") or 1.0
-    if beta_fast <= beta_slow:
+    if beta_fast < beta_slow:
         raise ValueError(
-            f"scaling['beta_fast'] must be > scaling['beta_slow'], got beta_fast={beta_fast:g} "
-            f"and beta_slow={beta_slow:g}"
+            f"scaling['beta_fast'] must be >= scaling['beta_slow'], got beta_fast={beta_fast:g} "
+            f"and beta_slow={beta_slow:g} (0 or None means the default, 32 and 1)"
         )
+    if params.get("attention_factor") is None and params.get("mscale") and params.get("mscale_all_dim"):
+        if _mscale(params["factor"], params["mscale_all_dim"]) == 0.0:
+            raise ValueError(
+                f"scaling['mscale_all_dim'] = {params['mscale_all_dim']:g} makes the attention factor's "
+                f"denominator 0.1 * mscale_all_dim * ln(factor) + 1 zero for factor = {params['factor']:g}"
+            )
+
+
+def _mscale(scale: float, weight: float = 1.0) -> float:
+    """YaRN's attention temperature: ``0.1 * weight * ln(scale) + 1``, or 1 for ``scale <= 1``."""
+    return 1.0 if scale <= 1.0 else 0.1 * weight * math.log(scale) + 1.0
 
 
 # ---------------------------------------------------------------------------
@@ -182,14 +228,10 @@ def _yarn_ramp(head_dim: int, base: float, params: dict, device) -> torch.Tensor
 def _yarn_attention_factor(params: dict) -> float:
     if params.get("attention_factor") is not None:
         return params["attention_factor"]
-
-    def mscale(scale: float, weight: float = 1.0) -> float:
-        return 1.0 if scale <= 1.0 else 0.1 * weight * math.log(scale) + 1.0
-
     factor = params["factor"]
-    if params.get("mscale") and params.get("mscale_all_dim"):
-        return mscale(factor, params["mscale"]) / mscale(factor, params["mscale_all_dim"])
-    return mscale(factor)
+    if params.get("mscale") and params.get("mscale_all_dim"):  # truthiness, as in transformers: 0 means unset
+        return _mscale(factor, params["mscale"]) / _mscale(factor, params["mscale_all_dim"])
+    return _mscale(factor)
 
 
 def _yarn(head_dim: int, base: float, params: dict, seq_len, device) -> tuple[torch.Tensor, float]:
@@ -205,16 +247,19 @@ def _llama3(head_dim: int, base: float, params: dict, seq_len, device) -> tuple[
     factor, original = params["factor"], params["original_max_position_embeddings"]
     low_ff, high_ff = params["low_freq_factor"], params["high_freq_factor"]
     wavelength = 2 * math.pi / inv_freq  # [d/2]
-    # 0 for wavelengths >= original / low_ff (divide by factor), 1 for <= original / high_ff (keep).
-    smooth = ((original / wavelength - low_ff) / (high_ff - low_ff)).clamp(0.0, 1.0)
+    # 0 (divide by factor) for wavelengths > original / low_ff, else 1 (keep) below original / high_ff, else a
+    # linear blend; tested in this order, as transformers does, which matters only for low_ff < 0.
+    smooth = (original / wavelength - low_ff) / (high_ff - low_ff)
+    smooth = torch.where(wavelength < original / high_ff, 1.0, smooth)
+    smooth = torch.where(wavelength > original / low_ff, 0.0, smooth)
     return (1 - smooth) * inv_freq / factor + smooth * inv_freq, 1.0
 
 
 #: Every ``rope_type``, in Hugging Face's vocabulary, and how it scales the frequencies.
 ROPE_SCALINGS: dict[str, RopeScaling] = {
     "default": RopeScaling((), (), _check_nothing, _default),
-    "linear": RopeScaling(("factor",), (), _check_factor, _linear),
-    "dynamic": RopeScaling(("factor", "original_max_position_embeddings"), (), _check_factor, _dynamic),
+    "linear": RopeScaling(("factor",), ("original_max_position_embeddings",), _check_linear, _linear),
+    "dynamic": RopeScaling(("factor", "original_max_position_embeddings"), (), _check_dynamic, _dynamic),
     "yarn": RopeScaling(
         ("factor", "original_max_position_embeddings"),
         ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
@@ -233,12 +278,55 @@ ROPE_SCALINGS: dict[str, RopeScaling] = {
 ROPE_TYPES = tuple(ROPE_SCALINGS)
 
 
+#: Keys every type takes: the type (``"type"`` is transformers' legacy spelling), the base, the rotated fraction.
+COMMON_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+
+#: What transformers does when the key is missing: it reads the config, which this function does not see.
+_HINTS = {
+    **{
+        (rope_type, "original_max_position_embeddings"): "; it is the length the model was trained on, which "
+        "transformers takes from config.max_position_embeddings"
+        for rope_type in ("dynamic", "yarn", "llama3")
+    },
+    ("yarn", "factor"): "; transformers derives a missing factor as config.max_position_embeddings / "
+    "original_max_position_embeddings",
+}
+
+
+#: RoPE's base when neither ``base`` nor ``scaling["rope_theta"]`` gives one (Su et al. 2021).
+DEFAULT_BASE = 10000.0
+
+
+def resolve_base(base: float | None, scaling: Mapping | None) -> float:
+    """The RoPE base: ``base`` if given, else ``scaling["rope_theta"]`` if present, else 10000.
+
+    ``transformers`` v5 keeps ``rope_theta`` inside ``rope_parameters``, so a
+    model's dictionary alone fixes the frequencies. Given both, they must agree
+    (:func:`parse_scaling` checks it).
+
+    Raises:
+        ValueError: If the base chosen is not a finite number > 1.
+    """
+    if base is not None:
+        return check_base("base", base)
+    theta = scaling.get("rope_theta") if isinstance(scaling, Mapping) else None
+    return DEFAULT_BASE if theta is None else check_base("scaling['rope_theta']", theta)
+
+
 def parse_scaling(scaling: Mapping | None, base: float) -> dict:
     """Validate a ``rope_parameters``-style dict; return a copy with ``rope_type`` filled in.
 
-    The keys are checked against the type's entry in ``ROPE_SCALINGS`` (unknown or
-    missing ones raise), a ``rope_theta`` key must equal ``base``, and then the type's
-    own validator checks the values.
+    Every dict that ``transformers``' validator accepts for these types is accepted, with
+    the same meaning: ints for floats, ``"type"`` for ``"rope_type"`` (``"rope_type"`` wins
+    if both are given), ``rope_theta`` (it must equal ``base``), ``partial_rotary_factor``
+    of 1, 0 or None for an optional YaRN number (its default, as transformers' ``or``),
+    ``original_max_position_embeddings`` in a ``"linear"`` dict (ignored; transformers
+    warns it is unrecognized). The exceptions: keys transformers reads from the config
+    when absent (``original_max_position_embeddings``; YaRN's ``factor``) are required;
+    ``partial_rotary_factor`` other than 1 and a ``truncate`` that is not a bool raise.
+    Where transformers warns, this raises (naming the key, the value and the limit),
+    except for an int ``attention_factor`` or a non-int llama3 length, which are used.
+    The result is canonical: parsing it again gives it back.
 
     Raises:
         ValueError: If ``scaling`` is not a mapping, names an unknown ``rope_type``,
@@ -251,25 +339,41 @@ def parse_scaling(scaling: Mapping | None, base: float) -> dict:
             f"scaling must be None or a dict like {{'rope_type': 'linear', 'factor': 4.0}}, got {scaling!r}"
         )
     params = dict(scaling)
-    rope_type = params.setdefault("rope_type", "default")
+    legacy = params.pop("type", "default")
+    rope_type = params.setdefault("rope_type", legacy)
     check_choice("scaling['rope_type']", rope_type, ROPE_TYPES)
     entry = ROPE_SCALINGS[rope_type]
-    allowed = {"rope_type", "rope_theta", *entry.required, *entry.optional}
+    _check_keys(params, rope_type, entry)
+    if "rope_theta" in params and check_base("scaling['rope_theta']", params["rope_theta"]) != base:
+        raise ValueError(
+            f"scaling['rope_theta'] = {params['rope_theta']!r} disagrees with base = {base:g}; pass the same value"
+        )
+    if "partial_rotary_factor" in params:
+        _check_full_rotation(params["partial_rotary_factor"])
+    entry.validate(params)
+    return params
+
+
+def _check_keys(params: dict, rope_type: str, entry: RopeScaling) -> None:
+    allowed = {*COMMON_KEYS, *entry.required, *entry.optional}
     unknown = sorted(set(params) - allowed, key=str)
     if unknown:
         raise ValueError(
             f"scaling has unknown key(s) {', '.join(map(repr, unknown))} for rope_type {rope_type!r}; "
-            f"allowed: {', '.join(map(repr, sorted(allowed)))}"
+            f"accepted: {', '.join(map(repr, sorted(allowed)))}"
         )
     missing = [key for key in entry.required if params.get(key) is None]
     if missing:
         raise ValueError(
             f"scaling is missing {', '.join(map(repr, missing))}, which rope_type {rope_type!r} needs "
-            f"(it needs {', '.join(map(repr, entry.required))})"
+            f"(it needs {', '.join(map(repr, entry.required))}){_HINTS.get((rope_type, missing[0]), '')}"
         )
-    if "rope_theta" in params and check_base("scaling['rope_theta']", params["rope_theta"]) != base:
+
+
+def _check_full_rotation(fraction: object) -> None:
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or fraction != 1:
+        hint = f"int(head_dim * {fraction!r})" if isinstance(fraction, (int, float)) else "the rotated dimension"
         raise ValueError(
-            f"scaling['rope_theta'] = {params['rope_theta']!r} disagrees with base = {base:g}; pass the same value"
+            f"scaling['partial_rotary_factor'] must be 1 (full rotation), got {fraction!r}: partial rotary is not "
+            f"supported by this function; drop the key and pass head_dim = {hint}, the dimension transformers rotates"
         )
-    entry.validate(params)
-    return params

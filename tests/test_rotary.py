@@ -553,17 +553,20 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
         (lambda: rope_inv_freq(8, scaling={"rope_type": "linear", "factor": "2"}), r"scaling\['factor'\].*got '2'"),
         (
             lambda: rope_inv_freq(8, scaling=dict(YARN, original_max_position_embeddings=0)),
-            r"original_max_position_embeddings'\] must be >= 1, got 0",
+            r"original_max_position_embeddings'\] must be a finite number > 0, got 0",
         ),
         (
             lambda: rope_inv_freq(8, scaling=dict(YARN, beta_fast=1, beta_slow=2)),
-            r"beta_fast'\] must be > scaling\['beta_slow'\], got beta_fast=1 and beta_slow=2",
+            r"beta_fast'\] must be >= scaling\['beta_slow'\], got beta_fast=1 and beta_slow=2",
         ),
         (
             lambda: rope_inv_freq(8, scaling=dict(LLAMA31, low_freq_factor=4.0)),
             r"high_freq_factor'\] must be > .*high_freq_factor=4 and low_freq_factor=4",
         ),
-        (lambda: rope_inv_freq(8, scaling=dict(YARN, rope_theta=500000.0)), r"rope_theta'\] = 500000.0 disagrees"),
+        (
+            lambda: rope_inv_freq(8, base=10000.0, scaling=dict(YARN, rope_theta=500000.0)),
+            r"rope_theta'\] = 500000.0 disagrees",
+        ),
         (lambda: rope_inv_freq(8, scaling=[("rope_type", "linear")]), r"scaling must be None or a dict"),
         (
             lambda: rope_inv_freq(
