@@ -26,11 +26,23 @@ def check_positive_int(name: str, value: object) -> int:
 
 
 def check_nonnegative_int(name: str, value: object) -> int:
-    """Return ``value`` as an int, or raise if it is not an integer >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """Return ``value`` as an int, or raise if it is not an integer >= 0 (a symbolic one under torch.compile too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
         raise ValueError(f"{name} must be an int >= 0, got {value!r} ({type(value).__name__})")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+#: The most positions a module's cos/sin or sinusoidal table grows to by default.
+CACHE_LIMIT = 1 << 16
+
+
+def check_cache_limit(value: object, initial_len: int) -> int:
+    """Return ``cache_limit`` if it is an int >= ``initial_len`` (the rows computed up front)."""
+    value = check_nonnegative_int("cache_limit", value)
+    if value < initial_len:
+        raise ValueError(f"cache_limit must be >= initial_len ({initial_len}), got {value}")
     return value
 
 
@@ -72,7 +84,8 @@ def check_probability(name: str, value: object) -> float:
 
 
 def check_sequence_input(x, dim: int) -> None:
-    """Raise unless ``x`` is shaped ``[..., seq_len, dim]`` (at least 2 dims)."""
+    """Raise unless ``x`` is a floating-point tensor shaped ``[..., seq_len, dim]`` (at least 2 dims)."""
+    check_float_tensor("x", x)
     if x.dim() < 2 or x.shape[-1] != dim:
         raise ValueError(f"x must have shape [..., seq_len, {dim}] (last dim = dim = {dim}), got {tuple(x.shape)}")
 
@@ -105,6 +118,22 @@ def check_heads(dim: object, num_heads: object) -> int:
     if dim % num_heads:
         raise ValueError(f"dim must be divisible by num_heads, got dim={dim}, num_heads={num_heads}")
     return dim // num_heads
+
+
+def check_float_dtype(name: str, dtype: object) -> torch.dtype:
+    """Return ``dtype`` if it is a floating-point ``torch.dtype`` (a table or bias of integers would be wrong)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point torch.dtype such as torch.float32, got {dtype!r}")
+    return dtype
+
+
+def check_float_tensor(name: str, tensor: object) -> torch.Tensor:
+    """Return ``tensor`` if it is a floating-point tensor (queries, keys, values, embeddings)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if not tensor.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {tensor.dtype}")
+    return tensor
 
 
 def check_real(name: str, tensor: torch.Tensor) -> torch.Tensor:
@@ -150,6 +179,7 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offs
         ValueError: Naming the argument, its shape or value, and what was expected.
     """
     for name, t in (("q", q), ("k", k)):
+        check_float_tensor(name, t)
         if t.dim() < 2 or t.shape[-1] != head_dim:
             raise ValueError(
                 f"{name} must have shape [..., seq_len, {head_dim}] (last dim = head_dim = "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_positive_int
+from ._checks import check_choice, check_float_dtype, check_positive_int
 from .relative import query_offset, relative_positions
 
 #: How :func:`alibi_slopes` evaluates the paper's geometric sequence.
@@ -52,6 +52,7 @@ def alibi_slopes(
     """
     check_positive_int("num_heads", num_heads)
     check_choice("method", method, SLOPE_METHODS)
+    check_float_dtype("dtype", dtype)
     n0 = 1 << (num_heads.bit_length() - 1)  # largest power of two <= num_heads
     if method == "geometric":
         ratio = torch.tensor(2.0 ** (-8.0 / n0), dtype=torch.float32, device=device)
@@ -108,15 +109,22 @@ def alibi_bias(
         ValueError: If ``num_heads`` or a length is not an int >= 1, or
             ``offset`` is negative.
     """
+    check_float_dtype("dtype", dtype)
     slopes = alibi_slopes(num_heads, device=device).double()  # [h], float32 values
     offset = query_offset(q_len, k_len, offset)
     rel = relative_positions(q_len, k_len, offset=offset, device=device)  # [q, k], j - i
-    if causal:
-        bias = slopes.view(-1, 1, 1) * rel  # [h, q, k]: -m * distance for past keys
-        bias = bias.masked_fill(rel > 0, float("-inf"))
-    else:
-        bias = -slopes.view(-1, 1, 1) * rel.abs()  # [h, q, k]
-    return bias.to(dtype)
+    future = rel > 0 if causal else None  # keys after the query: masked
+    distance = rel.double() if causal else -rel.abs().double()  # [q, k]: -(i - j), or -|i - j|
+    del rel
+    # One head at a time into the result: the float64 work is two [q, k] planes, not [h, q, k].
+    bias = torch.empty(num_heads, q_len, k_len, dtype=dtype, device=distance.device)
+    plane = torch.empty_like(distance)
+    for head in range(num_heads):
+        torch.mul(distance, slopes[head], out=plane)  # exact: float32 slope times an integer, in float64
+        bias[head].copy_(plane)  # rounded once to dtype
+        if future is not None:
+            bias[head].masked_fill_(future, float("-inf"))
+    return bias
 
 
 class ALiBiBias(nn.Module):

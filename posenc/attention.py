@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_heads
+from ._checks import check_float_tensor, check_heads
 
 
 def _shape_error(name: str, got, want: str) -> ValueError:
@@ -19,7 +19,9 @@ def _shape_error(name: str, got, want: str) -> ValueError:
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """Raise unless ``q``, ``k``, ``v`` are ``[..., len, d]`` tensors that fit together."""
+    """Raise unless ``q``, ``k``, ``v`` are floating-point ``[..., len, d]`` tensors that fit together."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_float_tensor(name, t)
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError(
             f"q, k, v need at least 2 dims [..., len, d], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"

@@ -282,7 +282,7 @@ def _project(module: nn.Module, x: torch.Tensor, memory: torch.Tensor | None):
     """
     dim = module.dim
     if x.dim() != 3 or x.shape[-1] != dim or x.shape[1] < 1:
-        raise ValueError(f"x must have shape [batch, seq_len, {dim}], got {tuple(x.shape)}")
+        raise ValueError(f"x must have shape [batch, seq_len >= 1, {dim}], got {tuple(x.shape)}")
     if memory is not None and (memory.dim() != 3 or memory.shape[0] != x.shape[0] or memory.shape[-1] != dim):
         raise ValueError(f"memory must have shape [{x.shape[0]}, mem_len, {dim}], got {tuple(memory.shape)}")
     context = x if memory is None else torch.cat([memory, x], dim=1)  # [b, t, dim]

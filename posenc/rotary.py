@@ -56,14 +56,21 @@ from ._checks import (
     angle_device,
     as_positions,
     check_angle_dtype,
-    check_base,
     check_choice,
     check_even_dim,
+    check_float_dtype,
+    check_float_tensor,
     check_positive_int,
     check_real,
 )
 from .layout import ROPE_LAYOUTS, layout_permutation
-from .rope_scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base, parse_scaling  # noqa: F401  (re-exported)
+from .rope_scaling import (  # noqa: F401  (re-exported)
+    ROPE_SCALINGS,
+    ROPE_TYPES,
+    ntk_scaled_base,
+    parse_scaling,
+    resolve_base,
+)
 
 #: Implementations of the rotation: ``"auto"`` picks ``"triton"`` for CUDA tensors when Triton is installed.
 ROPE_BACKENDS = ("auto", "torch", "triton")
@@ -73,7 +80,7 @@ _TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 def rope_inv_freq(
     head_dim: int,
     *,
-    base: float = 10000.0,
+    base: float | None = None,
     scaling: Mapping | None = None,
     seq_len: float | None = None,
     dtype: torch.dtype = torch.float64,
@@ -101,11 +108,13 @@ def rope_inv_freq(
     * ``"llama3"``: ``factor``, ``original_max_position_embeddings``,
       ``low_freq_factor``, ``high_freq_factor``.
 
-    A ``rope_theta`` key, if present, must equal ``base``.
+    A ``rope_theta`` key (``transformers`` v5 keeps it in ``rope_parameters``)
+    gives the base when ``base`` is None, and must equal ``base`` otherwise.
 
     Args:
         head_dim: Rotary dimension ``d`` (the head dimension), even.
-        base: The base of the frequencies (``rope_theta``), > 1.
+        base: The base of the frequencies (``rope_theta``), > 1; by default
+            ``scaling["rope_theta"]`` if present, else 10000.
         scaling: ``None`` or a dict as above.
         seq_len: For ``"dynamic"`` only: the current length, normally the
             largest position + 1. Lengths up to
@@ -125,7 +134,8 @@ def rope_inv_freq(
             its type needs, or holds an out-of-range value.
     """
     check_even_dim("head_dim", head_dim)
-    base = check_base("base", base)
+    base = resolve_base(base, scaling)
+    check_float_dtype("dtype", dtype)
     params = parse_scaling(scaling, base)
     work = angle_device(torch.device(device) if device is not None else torch.device("cpu"), torch.float64)
     inv_freq, attention_factor = ROPE_SCALINGS[params["rope_type"]].frequencies(head_dim, base, params, seq_len, work)
@@ -141,7 +151,7 @@ def rope_cos_sin(
     positions,
     head_dim: int,
     *,
-    base: float = 10000.0,
+    base: float | None = None,
     scaling: Mapping | None = None,
     layout: str = "half",
     dtype: torch.dtype = torch.float32,
@@ -165,7 +175,8 @@ def rope_cos_sin(
         positions: Tensor (or anything ``torch.as_tensor`` takes) of any shape
             with integer or float positions.
         head_dim: Rotary dimension, even.
-        base: Frequency base (``rope_theta``).
+        base: Frequency base (``rope_theta``), > 1; by default
+            ``scaling["rope_theta"]`` if present, else 10000.
         scaling: ``None`` or a ``rope_parameters``-style dict, as in
             :func:`rope_inv_freq`.
         layout: ``"half"`` or ``"interleaved"``.
@@ -186,9 +197,10 @@ def rope_cos_sin(
     check_even_dim("head_dim", head_dim)
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_angle_dtype(angle_dtype)
+    check_float_dtype("dtype", dtype)
     positions = as_positions(positions)
     check_real("positions", positions)
-    params = parse_scaling(scaling, check_base("base", base))
+    params = parse_scaling(scaling, resolve_base(base, scaling))
     seq_len = None
     if params["rope_type"] == "dynamic" and positions.numel():
         seq_len = positions.max().item() + 1
@@ -254,19 +266,20 @@ def _triton_ready(tensors: tuple[torch.Tensor, ...]) -> bool:
     return triton_available()
 
 
-def _use_triton(backend: str, tensors: tuple[torch.Tensor, ...], *, eligible: bool) -> bool:
+def _use_triton(backend: str, tensors: tuple[torch.Tensor, ...], *, eligible) -> bool:
     """Resolve ``backend``: True for the Triton kernel, False for the torch operations.
 
-    ``eligible`` says whether the call is one the kernel handles (dtypes,
+    ``eligible()`` says whether the call is one the kernel handles (dtypes,
     dimensions, no gradient for the tables); ``"auto"`` needs it, and
-    ``"triton"`` leaves the kernel's own checks to raise.
+    ``"triton"`` leaves the kernel's own checks to raise. It is a callable so
+    that CPU tensors, the common case, cost one device test and nothing more.
     """
-    check_choice("backend", backend, ROPE_BACKENDS)
     if backend == "torch":
         return False
     if backend == "triton":
         return True
-    return eligible and _triton_ready(tensors)
+    check_choice("backend", backend, ROPE_BACKENDS)
+    return _triton_ready(tensors) and eligible()
 
 
 def apply_rope(
@@ -305,27 +318,42 @@ def apply_rope(
             run on these tensors.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
-    if x.dim() < 1:
-        raise ValueError(f"x must have shape [..., seq_len, head_dim], got {tuple(x.shape)}")
-    check_even_dim("head_dim (x.shape[-1])", x.shape[-1])
-    if cos.shape != sin.shape:
-        raise ValueError(f"cos and sin must have one shape, got cos {tuple(cos.shape)} and sin {tuple(sin.shape)}")
     try:
-        fits = torch.broadcast_shapes(cos.shape, x.shape) == x.shape
-    except RuntimeError:
-        fits = False
-    if not fits or cos.shape[-1:] != x.shape[-1:]:
+        floating = x.is_floating_point() and cos.is_floating_point() and sin.is_floating_point()
+    except AttributeError:  # not tensors
+        floating = False
+    if not floating:
+        for name, t in (("x", x), ("cos", cos), ("sin", sin)):
+            check_float_tensor(name, t)  # raises, naming the argument
+    shape, table = x.shape, cos.shape
+    if not shape:
+        raise ValueError(f"x must have shape [..., seq_len, head_dim], got {tuple(shape)}")
+    check_even_dim("head_dim (x.shape[-1])", int(shape[-1]))  # int(): torch.jit.trace gives sizes as tensors
+    if table != sin.shape:
+        raise ValueError(f"cos and sin must have one shape, got cos {tuple(table)} and sin {tuple(sin.shape)}")
+    # Broadcastable to x without enlarging it (a loop: torch.broadcast_shapes costs more than a decode-step rotation)
+    fits = len(table) <= len(shape) and all(c in (1, n) for c, n in zip(reversed(table), reversed(shape), strict=False))
+    if not fits or table[-1:] != shape[-1:]:
         raise ValueError(
             f"cos has shape {tuple(cos.shape)}, expected last dim {x.shape[-1]} and a shape broadcastable "
             f"to x {tuple(x.shape)} (for example [seq_len, head_dim] = [{x.shape[-2] if x.dim() > 1 else 1}, "
             f"{x.shape[-1]}])"
         )
-    eligible = x.dtype in _TRITON_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
+
+    def eligible() -> bool:
+        return x.dtype in _TRITON_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
+
     if _use_triton(backend, (x, cos, sin), eligible=eligible):
         from .triton_rope import apply_rope_triton
 
         return apply_rope_triton(x, cos, sin, layout=layout)
-    return (x * cos + _rotate_pairs(x, layout) * sin).to(x.dtype)
+    return _rotate(x, cos, sin, layout)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """The rotation of :func:`apply_rope` in torch operations, for arguments already checked."""
+    out = x * cos + _rotate_pairs(x, layout) * sin
+    return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
 def rope_weight_permutation(

@@ -12,10 +12,26 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from ._checks import check_base, check_choice, check_even_dim, check_nonnegative_int, check_qk
+from ._checks import (
+    CACHE_LIMIT,
+    angle_device,
+    check_cache_limit,
+    check_choice,
+    check_even_dim,
+    check_nonnegative_int,
+    check_qk,
+)
 from .layout import ROPE_LAYOUTS
-from .rope_scaling import parse_scaling
-from .rotary import _TRITON_DTYPES, ROPE_BACKENDS, _use_triton, apply_rope, rope_cos_sin, rope_inv_freq
+from .rope_scaling import parse_scaling, resolve_base
+from .rotary import (
+    _TRITON_DTYPES,
+    ROPE_BACKENDS,
+    _rotate,
+    _use_triton,
+    cos_sin_from_inv_freq,
+    rope_cos_sin,
+    rope_inv_freq,
+)
 
 
 class RotaryEmbedding(nn.Module):
@@ -23,10 +39,12 @@ class RotaryEmbedding(nn.Module):
 
     Su et al. 2021. Holds no parameters: the float32 cos/sin tables are
     non-persistent buffers (not in ``state_dict``) that move with ``.to()``
-    and grow on demand, so there is no maximum length. Float64 inputs,
-    fractional or negative positions and ``rope_type="dynamic"`` (whose
-    frequencies depend on the current length) bypass the cache and call
-    :func:`rope_cos_sin` directly.
+    and grow on demand up to ``cache_limit`` positions. Float64 inputs,
+    fractional or negative positions, positions past ``cache_limit`` and
+    ``rope_type="dynamic"`` (whose frequencies depend on the current length)
+    bypass the cache and call :func:`rope_cos_sin` for just the positions at
+    hand, so there is no maximum length and one far position does not leave
+    a huge table behind.
 
     With the ``"triton"`` backend no table is used at all: the fused kernel
     of ``posenc.triton_rope`` forms the angles from the positions and the
@@ -34,12 +52,15 @@ class RotaryEmbedding(nn.Module):
 
     Args:
         head_dim: Rotary dimension per head, even.
-        base: Frequency base (``rope_theta``).
+        base: Frequency base (``rope_theta``), > 1; by default
+            ``scaling["rope_theta"]`` if present, else 10000.
         scaling: ``None`` or a ``rope_parameters``-style dict (see
             :func:`rope_inv_freq`).
         layout: ``"half"`` or ``"interleaved"``.
         initial_len: Positions computed up front; the tables double when a
             larger position arrives.
+        cache_limit: The most positions the tables grow to, >= ``initial_len``
+            (default 65,536: 64 MiB at ``head_dim`` 128).
         backend: ``"auto"``, ``"torch"`` or ``"triton"``; ``"auto"`` uses the
             Triton kernel for 4-D float32/float16/bfloat16 CUDA tensors when
             Triton is installed (see :func:`apply_rope`).
@@ -52,21 +73,24 @@ class RotaryEmbedding(nn.Module):
         self,
         head_dim: int,
         *,
-        base: float = 10000.0,
+        base: float | None = None,
         scaling: Mapping | None = None,
         layout: str = "half",
         initial_len: int = 512,
+        cache_limit: int = CACHE_LIMIT,
         backend: str = "auto",
     ) -> None:
         super().__init__()
         self.backend = check_choice("backend", backend, ROPE_BACKENDS)
         self.head_dim = check_even_dim("head_dim", head_dim)
-        self.base = check_base("base", base)
+        self.base = resolve_base(base, scaling)
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
         self.scaling = parse_scaling(scaling, self.base)
         check_nonnegative_int("initial_len", initial_len)
+        self.cache_limit = check_cache_limit(cache_limit, initial_len)
         _, self.attention_factor = rope_inv_freq(head_dim, base=self.base, scaling=self.scaling)
         self.dynamic = self.scaling["rope_type"] == "dynamic"
+        self._inv_freq = self._frequencies(torch.device("cpu"))  # float64 [d/2], for the tables
         cos, sin = self._table(torch.arange(initial_len), torch.float32)  # 2 x [n, d]
         self.register_buffer("cos_cached", cos, persistent=False)
         self.register_buffer("sin_cached", sin, persistent=False)
@@ -82,6 +106,7 @@ class RotaryEmbedding(nn.Module):
         # `.half()` would lower them below the float32 this module promises.
         super()._apply(fn, recurse)
         device, length = self.cos_cached.device, self.cos_cached.shape[0]
+        self._inv_freq = self._frequencies(device)
         if device.type == "meta":
             self.cos_cached = torch.empty(length, self.head_dim, device=device)
             self.sin_cached = torch.empty(length, self.head_dim, device=device)
@@ -90,23 +115,42 @@ class RotaryEmbedding(nn.Module):
         self._split_freqs = {}
         return self
 
+    def _frequencies(self, device: torch.device) -> torch.Tensor:
+        """The float64 frequencies where the angles of ``device``'s tables are formed (as :func:`rope_cos_sin`)."""
+        work = angle_device(device, torch.float64)
+        return rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling, device=work)[0]
+
     def _table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        return rope_cos_sin(
-            positions, self.head_dim, base=self.base, scaling=self.scaling, layout=self.layout, dtype=dtype
+        """cos and sin for ``positions``, equal to :func:`rope_cos_sin`'s (float64 angles, rounded to ``dtype``)."""
+        if self.dynamic:  # the frequencies depend on the largest position
+            return rope_cos_sin(
+                positions, self.head_dim, base=self.base, scaling=self.scaling, layout=self.layout, dtype=dtype
+            )
+        inv_freq = self._inv_freq
+        if inv_freq.device != angle_device(positions.device, torch.float64):
+            inv_freq = self._frequencies(positions.device)
+        cos, sin = cos_sin_from_inv_freq(
+            positions.to(inv_freq.device), inv_freq, layout=self.layout, attention_factor=self.attention_factor
         )
+        return cos.to(device=positions.device, dtype=dtype), sin.to(device=positions.device, dtype=dtype)
 
     def _ensure(self, length: int) -> None:
         if length > self.cos_cached.shape[0]:
-            new_len = max(length, 2 * self.cos_cached.shape[0])
+            new_len = min(max(length, 2 * self.cos_cached.shape[0]), self.cache_limit)
             positions = torch.arange(new_len, device=self.cos_cached.device)
             self.cos_cached, self.sin_cached = self._table(positions, self.cos_cached.dtype)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32):
         """``(cos, sin)`` for ``positions``, each ``[*positions.shape, head_dim]``, from the cache when possible."""
         exact = dtype == torch.float64 or self.dynamic or positions.is_floating_point()
-        if exact or positions.numel() == 0 or positions.min().item() < 0:
+        # Traced or compiled: computed, since choosing the cache reads the positions' values (a graph break)
+        traced = torch.jit.is_tracing() or torch.compiler.is_compiling()
+        if exact or traced or positions.numel() == 0:
             return self._table(positions, torch.float64 if dtype == torch.float64 else torch.float32)
-        self._ensure(positions.max().item() + 1)
+        low, high = positions.aminmax()
+        if low.item() < 0 or high.item() >= self.cache_limit:
+            return self._table(positions, torch.float32)
+        self._ensure(high.item() + 1)
         index = positions.to(self.cos_cached.device, torch.long)  # uint8 would index as a mask, int16 not at all
         return self.cos_cached[index].to(positions.device), self.sin_cached[index].to(positions.device)
 
@@ -154,7 +198,7 @@ class RotaryEmbedding(nn.Module):
                 shape = (cos.shape[0],) + (1,) * (q.dim() - 3) + cos.shape[1:]
                 cos, sin = cos.view(shape), sin.view(shape)
             return cos, sin
-        if self.dynamic or dtype == torch.float64:
+        if self.dynamic or dtype == torch.float64 or offset + seq_len > self.cache_limit or torch.jit.is_tracing():
             return self.cos_sin(torch.arange(offset, offset + seq_len, device=q.device), dtype)
         self._ensure(offset + seq_len)
         cos = self.cos_cached[offset : offset + seq_len].to(q.device)  # [s, d]
@@ -192,12 +236,18 @@ class RotaryEmbedding(nn.Module):
                 ``offset`` are given.
         """
         positions = check_qk(q, k, self.head_dim, positions=positions, offset=offset, inplace=inplace)
-        eligible = q.dim() == 4 and k.dim() == 4 and q.dtype in _TRITON_DTYPES and k.dtype in _TRITON_DTYPES
+
+        def eligible() -> bool:
+            from .triton_rope import positions_in_range
+
+            fits = q.dim() == 4 and k.dim() == 4 and q.dtype in _TRITON_DTYPES and k.dtype in _TRITON_DTYPES
+            return fits and positions_in_range(positions, offset, q.shape[-2])
+
         if _use_triton(self.backend, (q, k), eligible=eligible):
             return self._forward_triton(q, k, positions, offset, inplace)
         cos, sin = self._cos_sin_for(q, positions, offset)  # [s, d], [b, s, d] or [b, 1, s, d]
-        q_rot = apply_rope(q, cos, sin, layout=self.layout, backend="torch")
-        k_rot = apply_rope(k, cos, sin, layout=self.layout, backend="torch")
+        q_rot = _rotate(q, cos, sin, self.layout)  # checked above: the shapes fit
+        k_rot = _rotate(k, cos, sin, self.layout)
         if inplace:
             return q.copy_(q_rot), k.copy_(k_rot)
         return q_rot, k_rot

@@ -21,11 +21,14 @@ import torch
 from torch import nn
 
 from ._checks import (
+    CACHE_LIMIT,
     angle_device,
     check_angle_dtype,
     check_base,
+    check_cache_limit,
     check_choice,
     check_even_dim,
+    check_float_dtype,
     check_nonnegative_int,
     check_probability,
     check_real,
@@ -53,6 +56,7 @@ def sinusoidal_frequencies(
     """
     check_even_dim("dim", dim)
     base = check_base("base", base)
+    check_float_dtype("dtype", dtype)
     two_i = torch.arange(0, dim, 2, dtype=dtype, device=device)  # [d/2]
     return torch.exp(two_i * (-math.log(base) / dim))
 
@@ -94,12 +98,21 @@ def sinusoidal_encoding(
     check_even_dim("dim", dim)
     check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
     check_angle_dtype(angle_dtype)
+    check_float_dtype("dtype", dtype)
     if not isinstance(positions, torch.Tensor):
         # Python numbers go straight to float64: torch.as_tensor would round floats to float32.
         positions = torch.as_tensor(positions, dtype=torch.float64)
     check_real("positions", positions)
+    return _encode(positions, dim, check_base("base", base), layout, dtype, angle_dtype=angle_dtype)
+
+
+def _encode(
+    positions: torch.Tensor, dim: int, base: float, layout: str, dtype: torch.dtype, *, angle_dtype=torch.float64
+) -> torch.Tensor:
+    """:func:`sinusoidal_encoding` for checked arguments (the module's path, also under torch.compile)."""
     work = angle_device(positions.device, angle_dtype)
-    inv_freq = sinusoidal_frequencies(dim, base=base, dtype=angle_dtype, device=work)  # [d/2]
+    two_i = torch.arange(0, dim, 2, dtype=angle_dtype, device=work)  # [d/2]
+    inv_freq = torch.exp(two_i * (-math.log(base) / dim))  # as sinusoidal_frequencies
     angles = positions.to(work, angle_dtype).unsqueeze(-1) * inv_freq  # [*, d/2]
     sin, cos = torch.sin(angles), torch.cos(angles)
     if layout == "interleaved":
@@ -143,9 +156,12 @@ def sinusoidal_table(
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds the sinusoidal encoding to a batch of embeddings, then dropout.
 
-    Vaswani et al. 2017, section 3.5. Holds no parameters: the table is a
-    non-persistent buffer (not saved in ``state_dict``) that moves with
-    ``.to()`` and grows on demand, so there is no maximum length.
+    Vaswani et al. 2017, section 3.5. Holds no parameters: the float32 table
+    is a non-persistent buffer (not saved in ``state_dict``) that moves with
+    ``.to()`` and grows on demand up to ``cache_limit`` rows. Positions past
+    the limit, and float64 inputs, get encodings computed for just the tokens
+    at hand (float64 ones for float64 inputs), so there is no maximum length
+    and one far position does not leave a huge table behind.
 
     Args:
         dim: Model dimension, even.
@@ -154,6 +170,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         dropout: Dropout probability applied after the addition, in [0, 1).
         initial_len: Rows computed up front; the table doubles when a longer
             input arrives.
+        cache_limit: The most rows the table grows to, >= ``initial_len``
+            (default 65,536: 16 MiB at ``dim`` 64).
     """
 
     table: torch.Tensor
@@ -166,6 +184,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         layout: str = "interleaved",
         dropout: float = 0.0,
         initial_len: int = 512,
+        cache_limit: int = CACHE_LIMIT,
     ) -> None:
         super().__init__()
         self.dim = check_even_dim("dim", dim)
@@ -173,6 +192,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.layout = check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         check_nonnegative_int("initial_len", initial_len)
+        self.cache_limit = check_cache_limit(cache_limit, initial_len)
         table = sinusoidal_table(initial_len, dim, base=self.base, layout=layout)  # [n, d]
         self.register_buffer("table", table, persistent=False)
 
@@ -188,15 +208,14 @@ class SinusoidalPositionalEncoding(nn.Module):
         if device.type == "meta":
             self.table = torch.empty(length, self.dim, device=device)
         else:
-            self.table = sinusoidal_table(length, self.dim, base=self.base, layout=self.layout, device=device)
+            self.table = _encode(torch.arange(length, device=device), self.dim, self.base, self.layout, torch.float32)
         return self
 
     def _ensure(self, length: int) -> None:
         if length > self.table.shape[0]:
-            new_len = max(length, 2 * self.table.shape[0])
-            self.table = sinusoidal_table(
-                new_len, self.dim, base=self.base, layout=self.layout, device=self.table.device
-            )
+            new_len = min(max(length, 2 * self.table.shape[0]), self.cache_limit)
+            positions = torch.arange(new_len, device=self.table.device)
+            self.table = _encode(positions, self.dim, self.base, self.layout, torch.float32)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Add the encodings of positions ``offset .. offset + s - 1``.
@@ -215,7 +234,13 @@ class SinusoidalPositionalEncoding(nn.Module):
         """
         check_sequence_input(x, self.dim)
         check_nonnegative_int("offset", offset)
-        seq_len = x.shape[-2]
-        self._ensure(offset + seq_len)
-        pe = self.table[offset : offset + seq_len].to(device=x.device, dtype=x.dtype)  # [s, d]
+        end = offset + x.shape[-2]
+        # Computed for these tokens only: float64, past the cache, or traced (a trace that sliced the
+        # cache would hold the table as a constant and fail on longer inputs).
+        if x.dtype == torch.float64 or end > self.cache_limit or torch.jit.is_tracing():
+            positions = torch.arange(offset, end, device=x.device)
+            pe = _encode(positions, self.dim, self.base, self.layout, x.dtype)
+        else:
+            self._ensure(end)
+            pe = self.table[offset:end].to(device=x.device, dtype=x.dtype)  # [s, d]
         return self.dropout(x + pe)

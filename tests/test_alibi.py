@@ -1,6 +1,8 @@
 """ALiBi: slopes by hand and against transformers (MPT, BLOOM), the bias, the module, bad input."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -153,3 +155,18 @@ def test_no_maximum_length():
 def test_bad_input_names_argument_and_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in kilobytes on Linux")
+def test_alibi_bias_peak_memory_stays_near_its_output_size():
+    """32 heads x 2048 x 2048 in bfloat16 is 256 MiB; building it must not need 8x that in float64 on the way."""
+    code = (
+        "import resource, torch, posenc\n"
+        "posenc.alibi_bias(2, 8, 8)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "bias = posenc.alibi_bias(32, 2048, 2048, dtype=torch.bfloat16)\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print((after - before) * 1024 / (bias.numel() * bias.element_size()))\n"
+    )
+    ratio = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert ratio < 2.0, f"peak memory grew by {ratio:.2f}x the result's size"

@@ -132,6 +132,39 @@ def test_large_positions_are_as_accurate_as_float64_angles():
     assert (plain - exact).abs().max() > 1e-4
 
 
+def test_positions_past_float32_integers_are_refused_not_rounded():
+    """From 2**24 on float32 cannot hold every integer: the kernel would rotate by a neighbour's angle."""
+    q, k = qk(1, 2, 1, 2, 8, torch.float32)
+    inv_freq, _ = rope_inv_freq(8)
+    rope_qk_triton(q, k, inv_freq, positions=torch.tensor([2**24 - 2, 2**24 - 1]))  # the last exact ones
+    for bad in (
+        {"positions": torch.tensor([0, 2**24 + 1])},
+        {"offset": 2**24 - 1},
+        {"positions": -torch.tensor([0, 2**24])},
+    ):
+        with pytest.raises(ValueError, match=r"within \+-16777215 \(2\*\*24 - 1\).*backend='torch'"):
+            rope_qk_triton(q, k, inv_freq, **bad)
+    with pytest.raises(ValueError, match="2\\*\\*24"):
+        RotaryEmbedding(8, backend="triton")(q, k, offset=2**25 + 3)
+
+
+def test_auto_leaves_positions_past_the_kernels_range_to_the_torch_path(monkeypatch):
+    import posenc.rotary
+
+    calls = []
+    real = triton_rope.rope_qk_triton
+    monkeypatch.setattr(posenc.rotary, "_triton_ready", lambda tensors: True)  # as if on a CUDA device
+    monkeypatch.setattr(triton_rope, "rope_qk_triton", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    q, k = qk(1, 2, 1, 3, 8, torch.float32)
+    module = RotaryEmbedding(8)
+    far = torch.tensor([0, 5, 2**25 + 3])
+    assert torch.equal(module(q, k, far)[0], RotaryEmbedding(8, backend="torch")(q, k, far)[0])
+    module(q, k, offset=2**24)
+    assert calls == []
+    module(q, k, offset=2**24 - 3)  # the last three exact positions: the kernel
+    assert calls == [1]
+
+
 def test_scalings_attention_factor_and_dynamic_frequencies():
     q, k = qk(1, 2, 1, 3, 16, torch.float32)
     for scaling in (

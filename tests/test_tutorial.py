@@ -252,7 +252,7 @@ def _compile_examples():
         ),
         "t5 bias": (T5RelativeBias, lambda: T5RelativeBias(2), (12, 12), {"offset": 0}),
         "alibi bias": (ALiBiBias, lambda: ALiBiBias(2), (12, 12), {}),
-        # Known graph breaks: a data-dependent branch on tensor values, which fullgraph refuses.
+        # Once graph breaks (a branch on tensor values), now computed or asserted on the device when compiled.
         "rotary, integer positions": (
             RotaryEmbedding,
             lambda: RotaryEmbedding(8),
@@ -263,10 +263,7 @@ def _compile_examples():
     }
 
 
-GRAPH_BREAKS = {
-    "rotary, integer positions": "RotaryEmbedding.cos_sin reads positions.min().item() to choose the cache",
-    "tiny transformer": "TinyTransformer.forward checks the token ids' range with tensor comparisons",
-}
+GRAPH_BREAKS: dict[str, str] = {}  # name -> why fullgraph cannot capture it (none at present)
 COMPILE_CASES = [
     pytest.param(
         name,

@@ -193,6 +193,13 @@ class TinyTransformer(nn.Module):
             raise ValueError(
                 f"tokens must be integer ids of shape [batch, seq_len], got {tokens.dtype} {tuple(tokens.shape)}"
             )
+        if tokens.shape[1] == 0:
+            raise ValueError(
+                f"tokens must hold at least one token per sequence (seq_len >= 1), got shape {tuple(tokens.shape)}"
+            )
+        if torch.compiler.is_compiling() and tokens.numel():  # a branch on values breaks the graph: assert instead
+            torch._assert_async((tokens.min() >= 0) & (tokens.max() < self.vocab_size), "tokens out of range")
+            return
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(
                 f"tokens must lie in [0, vocab_size = {self.vocab_size}), got values in "

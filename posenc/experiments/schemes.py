@@ -211,6 +211,14 @@ class RopeScheme(PositionScheme):
         return self.rotary(q, k, offset=offset)
 
 
+def _check_factor(factor: object) -> float | None:
+    if factor is None:
+        return None
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1.0 <= factor < math.inf:
+        raise ValueError(f"factor must be None or a finite number >= 1, got {factor!r}")
+    return float(factor)
+
+
 class RopePIScheme(RopeScheme):
     """RoPE with linear position interpolation (Chen et al. 2023), decided at every forward pass.
 
@@ -246,14 +254,21 @@ class RopePIScheme(RopeScheme):
     ) -> None:
         super().__init__(dim=dim, num_heads=num_heads, base=base, layout=layout)
         self.max_len = check_positive_int("max_len", max_len)
-        if factor is not None:
-            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1.0 <= factor < math.inf:
-                raise ValueError(f"factor must be None or a finite number >= 1, got {factor!r}")
-            factor = float(factor)
-        self.factor = factor
+        self.factor = _check_factor(factor)
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, factor={self.factor}"
+
+    def get_extra_state(self) -> dict:
+        """The trained length and the factor travel with the weights: they are part of what was trained."""
+        return {"max_len": self.max_len, "factor": self.factor}
+
+    def set_extra_state(self, state: dict) -> None:
+        """Restore the trained length and factor of a checkpoint, which decide every longer input's rotation."""
+        if not isinstance(state, dict) or set(state) != {"max_len", "factor"}:
+            raise ValueError(f"rope_pi state must be a dict with keys 'max_len' and 'factor', got {state!r}")
+        self.max_len = check_positive_int("max_len", state["max_len"])
+        self.factor = _check_factor(state["factor"])
 
     def factor_for(self, length: int) -> float:
         """The interpolation factor for positions ``0 .. length - 1``: ``max(1, length / max_len)`` or the fixed one."""

@@ -29,7 +29,9 @@ split the same way before cos and sin are taken. The angles are then as
 accurate as float64 ones rounded to float32, so the kernel agrees with the
 float64 cos/sin tables of :func:`posenc.rope_cos_sin` to float32 rounding at
 any position below ``2**24`` (positions are converted to float32, exact for
-integers up to that bound).
+integers up to that bound). Beyond it the kernel would be silently wrong, so
+:func:`rope_qk_triton` refuses such positions and ``backend="auto"`` leaves
+them to the torch path (:func:`positions_in_range`).
 
 A second kernel, behind :func:`apply_rope_triton`, reads ``cos`` and ``sin``
 from tables, for :func:`posenc.apply_rope` with ``backend="triton"``, whose
@@ -59,6 +61,10 @@ if TYPE_CHECKING:
 #: Input dtypes the kernels accept.
 TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
+#: Positions must lie in ``(-MAX_EXACT_POSITION, MAX_EXACT_POSITION)`` for the fused kernel:
+#: it converts them to float32, which holds every integer only up to ``2**24``.
+MAX_EXACT_POSITION = 1 << 24
+
 # The entry points, each loaded from its module on first access.
 _LAZY = {
     "apply_rope_triton": "launch",
@@ -76,6 +82,28 @@ def triton_available() -> bool:
     from . import launch
 
     return launch.kernel is not None
+
+
+def positions_in_range(positions: torch.Tensor | None, offset: int, seq_len: int) -> bool:
+    """Whether the fused kernel represents every position exactly (below :data:`MAX_EXACT_POSITION`).
+
+    ``positions`` (any shape; reading its largest magnitude synchronises with
+    the device) or, when it is None, ``offset .. offset + seq_len - 1``.
+    :func:`posenc.RotaryEmbedding` with ``backend="auto"`` uses the torch
+    path, with its float64 angles, where this is False; :func:`rope_qk_triton`
+    raises.
+    """
+    if positions is None:
+        return offset + seq_len <= MAX_EXACT_POSITION
+    return positions.numel() == 0 or positions.abs().max().item() < MAX_EXACT_POSITION
+
+
+def _check_range(positions: torch.Tensor | None, offset: int, seq_len: int) -> None:
+    if not positions_in_range(positions, offset, seq_len):
+        raise ValueError(
+            f"positions must lie within +-{MAX_EXACT_POSITION - 1} (2**24 - 1) for the Triton kernel, which "
+            "forms angles from float32 positions; use backend='torch' (float64 angles) for larger ones"
+        )
 
 
 def interpreter_mode() -> bool:
@@ -97,9 +125,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "MAX_EXACT_POSITION",
     "TRITON_DTYPES",
     "apply_rope_triton",
     "interpreter_mode",
+    "positions_in_range",
     "ptx_summary",
     "rope_qk_triton",
     "split_frequencies",

@@ -13,7 +13,7 @@ import torch
 
 from .._checks import check_choice, check_qk
 from ..layout import ROPE_LAYOUTS
-from . import TRITON_DTYPES, interpreter_mode
+from . import TRITON_DTYPES, _check_range, interpreter_mode
 
 try:  # Triton is a Linux-only requirement; everything else in posenc works without it.
     import triton  # noqa: F401  (imported first so that only its absence is caught, not an error in .kernel)
@@ -323,7 +323,8 @@ def rope_qk_triton(
             accuracy), or a pair ``(hi, lo)`` from :func:`split_frequencies`
             already on the device.
         positions: Optional positions ``[s]`` or ``[b, s]`` (integers, or
-            floats converted to float32); exact for integers below ``2**24``.
+            floats converted to float32); integers below ``2**24`` in magnitude,
+            where float32 is exact.
         offset: Used when ``positions`` is None: tokens sit at
             ``offset .. offset + s - 1``.
         layout: ``"half"`` or ``"interleaved"``.
@@ -338,12 +339,13 @@ def rope_qk_triton(
         ValueError: If Triton is missing, the tensors are not on a CUDA device
             (or on the CPU under ``TRITON_INTERPRET=1``), a dtype is not
             supported, shapes disagree, ``positions`` has the wrong shape, the
-            layout is unknown, or ``offset`` is negative or given together
-            with ``positions``.
+            layout is unknown, ``offset`` is negative or given together
+            with ``positions``, or a position reaches ``2**24``.
     """
     check_choice("layout", layout, ROPE_LAYOUTS)
     _check_kernel_shapes(q, k)
     positions = check_qk(q, k, q.shape[-1], positions=positions, offset=offset, inplace=inplace)
+    _check_range(positions, offset, q.shape[-2])
     f_hi, f_lo = _frequencies(inv_freq, q)
     _require_triton(q, k, f_hi, f_lo, *([positions] if positions is not None else []))
     if q.device != k.device:
