@@ -159,12 +159,30 @@ def angle_device(device: torch.device, angle_dtype: torch.dtype) -> torch.device
     return device
 
 
-def as_positions(positions) -> torch.Tensor:
+def as_positions(positions, name: str = "positions") -> torch.Tensor:
     """``positions`` as a tensor; Python floats become float64, not float32 as ``torch.as_tensor`` makes them."""
     if isinstance(positions, torch.Tensor):
         return positions
-    tensor = torch.as_tensor(positions)
-    return torch.as_tensor(positions, dtype=torch.float64) if tensor.is_floating_point() else tensor
+    try:
+        tensor = torch.as_tensor(positions)
+        return torch.as_tensor(positions, dtype=torch.float64) if tensor.is_floating_point() else tensor
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        raise TypeError(
+            f"{name} must be a tensor, or numbers in (nested) lists of one shape within int64, got {positions!r:.80}"
+        ) from None
+
+
+#: The largest position a tensor of integer positions can hold.
+INT64_MAX = 2**63 - 1
+
+
+def check_offset(offset: object, seq_len: int) -> int:
+    """Return ``offset`` if it is an int >= 0 and ``offset + seq_len`` (the end of the positions) fits in int64."""
+    check_nonnegative_int("offset", offset)
+    if offset + seq_len > INT64_MAX:
+        limit = "offset + seq_len must fit in int64 (<= 2**63 - 1)"
+        raise ValueError(f"{limit}, got offset={offset}, seq_len={seq_len}")
+    return offset
 
 
 def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offset: int, inplace: bool):
@@ -191,7 +209,7 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offs
     if inplace and torch.is_grad_enabled() and any(t.requires_grad and t.is_leaf for t in (q, k)):
         raise ValueError("inplace=True cannot overwrite q or k: a leaf tensor that requires grad")
     if positions is None:
-        check_nonnegative_int("offset", offset)
+        check_offset(offset, seq_len)
         return None
     if offset != 0:
         raise ValueError(f"pass either positions or offset, not both; got offset={offset} with positions")

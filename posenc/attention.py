@@ -26,6 +26,8 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(
             f"q, k, v need at least 2 dims [..., len, d], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
+    if q.shape[-1] < 1 or k.shape[-2] < 1:
+        raise ValueError(f"q needs a head dim >= 1 and k at least one key, got q {tuple(q.shape)}, k {tuple(k.shape)}")
     if q.shape[-1] != k.shape[-1]:
         raise _shape_error("k", k.shape, f"last dim {q.shape[-1]} to match q {tuple(q.shape)}")
     if k.shape[-2] != v.shape[-2]:

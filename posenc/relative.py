@@ -2,12 +2,11 @@
 
 An absolute encoding gives every *token* a vector for its position. A relative
 encoding gives every *pair* (query ``i``, key ``j``) a term that depends only on
-their relative position, so attention is unchanged when every position moves
-by the same amount. Here: Shaw et al. 2018 (learned vectors for the clipped relative
-position, added to the keys and values inside attention, :class:`ShawRelativeAttention`)
-and the machinery all relative schemes share, the rel-shift trick (:func:`rel_shift`)
-included. Transformer-XL is in :mod:`posenc.transformer_xl`, T5's buckets in
-:mod:`posenc.t5`, ALiBi in :mod:`posenc.alibi`.
+their relative position, so attention is unchanged when every position moves by the
+same amount. Here: Shaw et al. 2018 (learned vectors for the clipped relative position,
+added to the keys and values inside attention, :class:`ShawRelativeAttention`) and the
+machinery all relative schemes share, the rel-shift trick (:func:`rel_shift`) included.
+Transformer-XL is in :mod:`posenc.transformer_xl`, T5's in :mod:`posenc.t5`, ALiBi in :mod:`posenc.alibi`.
 
 Conventions used throughout:
 
@@ -30,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_heads, check_nonnegative_int, check_positive_int
+from ._checks import check_choice, check_float_tensor, check_heads, check_nonnegative_int, check_positive_int
 from .attention import scaled_dot_product_attention
 
 #: How :func:`relative_scores` and :func:`relative_values` pair queries with
@@ -83,7 +82,7 @@ class ShawRelativeEmbeddings(nn.Module):
 def query_offset(q_len: int, k_len: int, offset: int | None) -> int:
     """``offset`` if given, else ``max(k_len - q_len, 0)``: queries at the end of the keys, as in causal attention."""
     if offset is None:
-        return max(k_len - q_len, 0)
+        return max(check_positive_int("k_len", k_len) - check_positive_int("q_len", q_len), 0)
     return check_nonnegative_int("offset", offset)
 
 
@@ -189,7 +188,8 @@ def _check_table(name: str, table: torch.Tensor, rows: int, dim: int, dim_name: 
         raise ValueError(f"{name} has shape {tuple(table.shape)}, expected [..., {rows}, {dim}] ({dim_name})")
 
 
-def _check_lead(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+def _check_lead(name: str, a: torch.Tensor, b: torch.Tensor, a_name: str) -> None:
+    check_float_tensor(a_name, a)
     if a.dtype != b.dtype:
         raise TypeError(f"{name} has dtype {b.dtype}, expected {a.dtype} to match (cast it with .to({a.dtype}))")
     try:
@@ -231,7 +231,7 @@ def relative_scores(q: torch.Tensor, rel_emb: torch.Tensor, *, method: str = "sh
             f"rel_emb has shape {tuple(rel_emb.shape)}, expected [..., q_len + k_len - 1, {d}] with "
             f"at least q_len = {q_len} rows"
         )
-    _check_lead("rel_emb", q, rel_emb)
+    _check_lead("rel_emb", q, rel_emb, "q")
     k_len = rel_emb.shape[-2] - q_len + 1
     if method == "shift":
         return rel_shift(q @ rel_emb.transpose(-2, -1))  # [..., q, q + k - 1] -> [..., q, k]
@@ -268,7 +268,7 @@ def relative_values(weights: torch.Tensor, rel_emb: torch.Tensor, *, method: str
             f"rel_emb has shape {tuple(rel_emb.shape)}, expected [..., {q_len + k_len - 1}, d_v] "
             f"(q_len + k_len - 1 rows for weights {tuple(weights.shape)})"
         )
-    _check_lead("rel_emb", weights, rel_emb)
+    _check_lead("rel_emb", weights, rel_emb, "weights")
     if method == "shift":
         return _rel_unshift(weights) @ rel_emb  # [..., q, q + k - 1] @ [..., q + k - 1, d_v]
     emb = rel_emb[..., _pair_index(q_len, k_len, rel_emb.device), :]  # [..., q, k, d_v]

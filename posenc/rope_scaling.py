@@ -199,9 +199,13 @@ def _dynamic(head_dim: int, base: float, params: dict, seq_len, device) -> tuple
     original, factor = params["original_max_position_embeddings"], params["factor"]
     length = original
     if seq_len is not None:
-        length = max(check_number("seq_len", seq_len, minimum=0.0, inclusive=False), original)
-    # The NTK-aware base for the factor s * L / L0 - (s - 1): 1 up to L = L0, then growing by s per L0.
-    base = ntk_scaled_base(base, factor * length / original - (factor - 1), head_dim)
+        # A length of at most L0 (even <= 0, when every position is negative) leaves the base unchanged.
+        if isinstance(seq_len, bool) or not isinstance(seq_len, (int, float)) or not math.isfinite(seq_len):
+            raise ValueError(f"seq_len must be a finite number, got {seq_len!r}")
+        length = max(float(seq_len), original)
+    # The NTK-aware base for the factor s * L / L0 - (s - 1): 1 up to L = L0 (clamped: it may round below 1),
+    # then growing by s per L0.
+    base = ntk_scaled_base(base, max(1.0, factor * length / original - (factor - 1)), head_dim)
     return _default(head_dim, base, params, seq_len, device)
 
 
@@ -218,7 +222,7 @@ def _yarn_ramp(head_dim: int, base: float, params: dict, device) -> torch.Tensor
     if params.get("truncate", True):
         low, high = math.floor(low), math.ceil(high)
     # The reference implementation clamps to [0, head_dim - 1], in channel rather than pair units.
-    low, high = max(low, 0), min(high, head_dim - 1)
+    low, high = float(max(low, 0)), float(min(high, head_dim - 1))  # floats: a huge bound fits no int64
     if low == high:
         high += 0.001  # a step instead of a ramp, without dividing by zero
     pairs = torch.arange(head_dim // 2, dtype=torch.float64, device=device)  # [d/2]

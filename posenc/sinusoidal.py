@@ -23,6 +23,7 @@ from torch import nn
 from ._checks import (
     CACHE_LIMIT,
     angle_device,
+    as_positions,
     check_angle_dtype,
     check_base,
     check_cache_limit,
@@ -30,6 +31,7 @@ from ._checks import (
     check_even_dim,
     check_float_dtype,
     check_nonnegative_int,
+    check_offset,
     check_probability,
     check_real,
     check_sequence_input,
@@ -99,10 +101,7 @@ def sinusoidal_encoding(
     check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
     check_angle_dtype(angle_dtype)
     check_float_dtype("dtype", dtype)
-    if not isinstance(positions, torch.Tensor):
-        # Python numbers go straight to float64: torch.as_tensor would round floats to float32.
-        positions = torch.as_tensor(positions, dtype=torch.float64)
-    check_real("positions", positions)
+    positions = check_real("positions", as_positions(positions))  # Python floats as float64, not float32
     return _encode(positions, dim, check_base("base", base), layout, dtype, angle_dtype=angle_dtype)
 
 
@@ -233,8 +232,7 @@ class SinusoidalPositionalEncoding(nn.Module):
                 ``dim``, or ``offset`` is negative.
         """
         check_sequence_input(x, self.dim)
-        check_nonnegative_int("offset", offset)
-        end = offset + x.shape[-2]
+        end = check_offset(offset, x.shape[-2]) + x.shape[-2]
         # Computed for these tokens only: float64, past the cache, or traced (a trace that sliced the
         # cache would hold the table as a constant and fail on longer inputs).
         if x.dtype == torch.float64 or end > self.cache_limit or torch.jit.is_tracing():

@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_positive_int
+from ._checks import as_positions, check_positive_int
 from .relative import query_offset, relative_positions
 
 
@@ -76,10 +76,10 @@ def t5_relative_position_bucket(
             ``num_buckets`` or ``max_distance`` is out of range.
     """
     per_side, exact = _check_buckets(bidirectional, num_buckets, max_distance)
-    r = torch.as_tensor(relative_position)
+    r = as_positions(relative_position, "relative_position")
     if r.dtype.is_floating_point or r.dtype.is_complex or r.dtype == torch.bool:
         raise ValueError(f"relative_position must be an integer tensor, got dtype {r.dtype}")
-    r = r.long()
+    r = r.long().clamp(-(2**62), 2**62)  # far past max_distance: same bucket, and |r| cannot overflow
     if bidirectional:
         first = torch.where(r > 0, per_side, 0)  # keys after the query use the upper half
         distance = r.abs()

@@ -576,9 +576,9 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
         ),
         (
             lambda: rope_inv_freq(
-                8, scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}, seq_len=-5
+                8, scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}, seq_len=1e999
             ),
-            r"seq_len must be a finite number > 0, got -5",
+            r"seq_len must be a finite number, got inf",
         ),
         (lambda: ntk_scaled_base(10000.0, 0.9, 64), r"factor must be a finite number >= 1, got 0.9"),
         (lambda: ntk_scaled_base(10000.0, 2.0, 9), r"head_dim must be even.*got 9"),

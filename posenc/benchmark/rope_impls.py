@@ -135,6 +135,12 @@ def _build_posenc_torch(shape: RopeShape, device, dtype: torch.dtype) -> Callabl
     return lambda q, k: rope(q, k, offset=shape.offset)
 
 
+def _build_posenc_apply(shape: RopeShape, device, dtype: torch.dtype) -> Callable:
+    """:func:`posenc.apply_rope` on transformers' tables: the same work, plus posenc's argument checks."""
+    cos, sin = (t[0] for t in _hf_tables(shape, device, dtype))  # [1, s, d] -> [s, d], views
+    return lambda q, k: (apply_rope(q, cos, sin), apply_rope(k, cos, sin))
+
+
 def _build_transformers(shape: RopeShape, device, dtype: torch.dtype) -> Callable:
     apply_rotary_pos_emb = _transformers_apply()
     cos, sin = _hf_tables(shape, device, dtype)
@@ -185,6 +191,7 @@ def _build_liger(shape: RopeShape, device, dtype: torch.dtype) -> Callable:
 ROPE_IMPLS = (
     RopeImpl("naive", "naive: cos/sin recomputed each call", False, _build_naive),
     RopeImpl("posenc_torch", "posenc eager, cached table", False, _build_posenc_torch),
+    RopeImpl("posenc_apply", "posenc apply_rope, given tables", False, _build_posenc_apply),
     RopeImpl("transformers", "transformers apply_rotary_pos_emb", False, _build_transformers),
     RopeImpl("compile", "torch.compile of the eager path", False, _build_compile, traceable=False),
     RopeImpl("posenc_triton", "posenc Triton, fused", False, _build_triton(False)),
