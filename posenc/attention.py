@@ -48,9 +48,12 @@ def _with_bias(scores: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     if bias.dim() < 2 or bias.shape[-2:] not in ((q_len, k_len), (1, k_len), (q_len, 1), (1, 1)):
         raise _shape_error("bias", bias.shape, f"[..., {q_len}, {k_len}] (broadcastable to the scores)")
     try:
-        torch.broadcast_shapes(bias.shape, scores.shape)
+        fits = torch.broadcast_shapes(bias.shape, scores.shape) == scores.shape  # never enlarges the scores
     except RuntimeError:
-        raise _shape_error("bias", bias.shape, f"broadcastable to scores {tuple(scores.shape)}") from None
+        fits = False
+    if not fits:
+        hint = "; a 3-D bias is [heads, q_len, k_len]: pass a per-sequence mask as [batch, 1, q_len, k_len]"
+        raise _shape_error("bias", bias.shape, f"broadcastable to scores {tuple(scores.shape)}" + hint)
     if bias.dtype == torch.bool:
         return scores.masked_fill(~bias, float("-inf"))  # True = may attend
     return scores + bias.to(scores.dtype)
@@ -67,16 +70,22 @@ def scaled_dot_product_attention(
     """``softmax(q k^T / sqrt(d) + bias) v``, returning the weights as well.
 
     Vaswani et al. 2017, equation (1). The softmax runs in float32 (or float64
-    for float64 inputs) and the results are cast back to ``q``'s dtype.
+    for float64 inputs) and the results are cast back to ``q``'s dtype. A
+    query whose every key is masked gets NaN weights and output, as in torch.
 
     Args:
         q: Queries ``[..., q_len, d]``.
         k: Keys ``[..., k_len, d]``.
         v: Values ``[..., k_len, d_v]``.
         bias: Optional additive term on the scores, broadcastable to
-            ``[..., q_len, k_len]`` (for example ``[h, q_len, k_len]``); ``-inf``
-            entries mask. A boolean tensor is a mask with PyTorch's convention
-            (``True`` = may attend), as in ``torch.nn.functional.scaled_dot_product_attention``.
+            ``[..., q_len, k_len]`` (for example ``[h, q_len, k_len]``) without
+            enlarging the scores; ``-inf`` entries mask. A boolean tensor is a
+            mask with PyTorch's convention (``True`` = may attend), as in
+            ``torch.nn.functional.scaled_dot_product_attention``. Leading dims
+            align from the right, so a 3-D bias is per head: a padding mask per
+            sequence must be ``[b, 1, q_len, k_len]`` (a ``[b, q_len, k_len]``
+            mask would be read as per head, wrongly and silently when ``b``
+            equals the number of heads).
         causal: If true, query ``i`` sees keys ``j <= i + (k_len - q_len)``: the
             queries are the last ``q_len`` positions of the keys, as when
             decoding with a KV cache.

@@ -296,6 +296,11 @@ def apply_rope(
     bfloat16 ``x`` with float32 tables is rotated in float32), and the result
     is rounded once to ``x``'s dtype.
 
+    Two mistakes no shape check can see: tables of the other layout (the
+    result is then not a rotation: norms change by up to 20%), and ``x`` laid
+    out ``[b, s, h, d]`` with ``[s, d]`` tables (the heads are then rotated as
+    if they were positions). Transpose such ``x`` to ``[b, h, s, d]`` first.
+
     Args:
         x: Queries or keys ``[..., s, head_dim]``, for example ``[b, h, s, d]``.
         cos: Broadcastable to ``x``, last dim ``head_dim``, for example ``[s, d]``.
