@@ -226,3 +226,31 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offs
             f"pass one row per sequence or one row for all, got {tuple(positions.shape)}"
         )
     return positions
+
+
+def check_rope_args(x, cos, sin, layout: str) -> None:
+    """Raise unless ``x``, ``cos`` and ``sin`` fit :func:`posenc.apply_rope` (floating, shapes, layout)."""
+    from .layout import ROPE_LAYOUTS  # layout imports torch only; imported here to keep this module first
+
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    try:
+        floating = x.is_floating_point() and cos.is_floating_point() and sin.is_floating_point()
+    except AttributeError:  # not tensors
+        floating = False
+    if not floating:
+        for name, t in (("x", x), ("cos", cos), ("sin", sin)):
+            check_float_tensor(name, t)  # raises, naming the argument
+    shape, table = x.shape, cos.shape
+    if not shape:
+        raise ValueError(f"x must have shape [..., seq_len, head_dim], got {tuple(shape)}")
+    check_even_dim("head_dim (x.shape[-1])", int(shape[-1]))  # int(): torch.jit.trace gives sizes as tensors
+    if table != sin.shape:
+        raise ValueError(f"cos and sin must have one shape, got cos {tuple(table)} and sin {tuple(sin.shape)}")
+    # Broadcastable to x without enlarging it (a loop: torch.broadcast_shapes costs more than a decode-step rotation)
+    fits = len(table) <= len(shape) and all(c in (1, n) for c, n in zip(reversed(table), reversed(shape), strict=False))
+    if not fits or table[-1:] != shape[-1:]:
+        raise ValueError(
+            f"cos has shape {tuple(table)}, expected last dim {shape[-1]} and a shape broadcastable "
+            f"to x {tuple(shape)} (for example [seq_len, head_dim] = [{shape[-2] if len(shape) > 1 else 1}, "
+            f"{shape[-1]}])"
+        )

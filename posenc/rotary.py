@@ -59,9 +59,9 @@ from ._checks import (
     check_choice,
     check_even_dim,
     check_float_dtype,
-    check_float_tensor,
     check_positive_int,
     check_real,
+    check_rope_args,
 )
 from .layout import ROPE_LAYOUTS, layout_permutation
 from .rope_scaling import (  # noqa: F401  (re-exported)
@@ -322,28 +322,10 @@ def apply_rope(
             ``x`` with last dim ``head_dim``, or ``backend="triton"`` cannot
             run on these tensors.
     """
-    check_choice("layout", layout, ROPE_LAYOUTS)
-    try:
-        floating = x.is_floating_point() and cos.is_floating_point() and sin.is_floating_point()
-    except AttributeError:  # not tensors
-        floating = False
-    if not floating:
-        for name, t in (("x", x), ("cos", cos), ("sin", sin)):
-            check_float_tensor(name, t)  # raises, naming the argument
-    shape, table = x.shape, cos.shape
-    if not shape:
-        raise ValueError(f"x must have shape [..., seq_len, head_dim], got {tuple(shape)}")
-    check_even_dim("head_dim (x.shape[-1])", int(shape[-1]))  # int(): torch.jit.trace gives sizes as tensors
-    if table != sin.shape:
-        raise ValueError(f"cos and sin must have one shape, got cos {tuple(table)} and sin {tuple(sin.shape)}")
-    # Broadcastable to x without enlarging it (a loop: torch.broadcast_shapes costs more than a decode-step rotation)
-    fits = len(table) <= len(shape) and all(c in (1, n) for c, n in zip(reversed(table), reversed(shape), strict=False))
-    if not fits or table[-1:] != shape[-1:]:
-        raise ValueError(
-            f"cos has shape {tuple(cos.shape)}, expected last dim {x.shape[-1]} and a shape broadcastable "
-            f"to x {tuple(x.shape)} (for example [seq_len, head_dim] = [{x.shape[-2] if x.dim() > 1 else 1}, "
-            f"{x.shape[-1]}])"
-        )
+    signature = _signature(x, cos, sin, layout, backend)
+    if signature in _CHECKED and not torch.compiler.is_compiling():
+        return _rotate(x, cos, sin, layout)
+    check_rope_args(x, cos, sin, layout)
 
     def eligible() -> bool:
         return x.dtype in _TRITON_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
@@ -352,7 +334,24 @@ def apply_rope(
         from .triton_rope import apply_rope_triton
 
         return apply_rope_triton(x, cos, sin, layout=layout)
+    if (backend == "torch" or not x.is_cuda) and not (torch.jit.is_tracing() or torch.compiler.is_compiling()):
+        if len(_CHECKED) >= 4096:  # bounded: a model uses a handful of shapes
+            _CHECKED.clear()
+        _CHECKED.add(signature)  # the torch path, decided without the tensors' values
     return _rotate(x, cos, sin, layout)
+
+
+# Signatures of apply_rope calls that passed its checks and took the torch path: at a decode
+# step, the checks would otherwise cost about as much as the rotation itself.
+_CHECKED: set[tuple] = set()
+
+
+def _signature(x, cos, sin, layout: str, backend: str) -> tuple | None:
+    """All that apply_rope's checks and its choice of path depend on (None if an argument is not a tensor)."""
+    try:
+        return (x.shape, cos.shape, sin.shape, x.dtype, cos.dtype, sin.dtype, layout, backend, x.is_cuda)
+    except AttributeError:
+        return None
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:

@@ -147,6 +147,24 @@ def _build_transformers(shape: RopeShape, device, dtype: torch.dtype) -> Callabl
     return lambda q, k: apply_rotary_pos_emb(q, k, cos, sin)
 
 
+def _build_transformers_module(shape: RopeShape, device, dtype: torch.dtype) -> Callable:
+    """transformers' LLaMA rotary module, then ``apply_rotary_pos_emb``: cos and sin made at every call."""
+    apply_rotary_pos_emb = _transformers_apply()
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    heads = {"num_attention_heads": shape.q_heads, "num_key_value_heads": shape.kv_heads}
+    config = LlamaConfig(hidden_size=shape.q_heads * shape.head_dim, head_dim=shape.head_dim, **heads)
+    rotary = LlamaRotaryEmbedding(config=config).to(device)
+    position_ids = rope_positions(shape, device)[None]  # [1, s]
+
+    def run(q, k):
+        cos, sin = rotary(q, position_ids)
+        return apply_rotary_pos_emb(q, k, cos, sin)
+
+    return run
+
+
 def _eager_rope(q, k, cos, sin):
     """posenc's torch path with transformers' argument order, for when transformers is missing."""
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [1, s, d] -> [1, 1, s, d]
@@ -193,6 +211,7 @@ ROPE_IMPLS = (
     RopeImpl("posenc_torch", "posenc eager, cached table", False, _build_posenc_torch),
     RopeImpl("posenc_apply", "posenc apply_rope, given tables", False, _build_posenc_apply),
     RopeImpl("transformers", "transformers apply_rotary_pos_emb", False, _build_transformers),
+    RopeImpl("transformers_module", "transformers rotary module + apply", False, _build_transformers_module),
     RopeImpl("compile", "torch.compile of the eager path", False, _build_compile, traceable=False),
     RopeImpl("posenc_triton", "posenc Triton, fused", False, _build_triton(False)),
     RopeImpl("posenc_triton_inplace", "posenc Triton, fused, in place", True, _build_triton(True)),
