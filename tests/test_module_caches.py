@@ -152,3 +152,14 @@ def test_rope_pi_checkpoint_carries_its_trained_length():
     state[next(key for key in state if key.endswith("_extra_state"))] = {"max_len": 0, "factor": None}
     with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
         other.load_state_dict(state)
+
+
+def test_a_plain_rope_checkpoint_loads_into_rope_pi_keeping_its_max_len():
+    """Interpolating a RoPE-trained model is what rope_pi is for: there is no trained length to restore."""
+    rope = TinyTransformer(TinyConfig(16, scheme="rope", dim=16, num_heads=2, max_len=8, causal=True)).eval()
+    pi = TinyTransformer(TinyConfig(16, scheme="rope_pi", dim=16, num_heads=2, max_len=8, causal=True)).eval()
+    pi.load_state_dict(rope.state_dict())
+    assert pi.scheme.max_len == 8
+    tokens = torch.randint(16, (1, 8), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        assert torch.equal(pi(tokens), rope(tokens))  # up to the trained length, the same model

@@ -270,6 +270,16 @@ class RopePIScheme(RopeScheme):
         self.max_len = check_positive_int("max_len", state["max_len"])
         self.factor = _check_factor(state["factor"])
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+        # A plain RoPE checkpoint has no trained length to restore: interpolating a RoPE-trained
+        # model is this scheme's use, so it loads and keeps the max_len it was built with.
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        missing = (
+            args[2] if len(args) > 2 else kwargs.get("missing_keys", [])
+        )  # (local_metadata, strict, missing_keys, ...)
+        if prefix + "_extra_state" not in state_dict and prefix + "_extra_state" in missing:
+            missing.remove(prefix + "_extra_state")
+
     def factor_for(self, length: int) -> float:
         """The interpolation factor for positions ``0 .. length - 1``: ``max(1, length / max_len)`` or the fixed one."""
         check_positive_int("length", length)
