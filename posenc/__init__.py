@@ -3,7 +3,8 @@
 The package behind the book: every chapter imports its formulas from here.
 """
 
-from .alibi import ALiBiBias, alibi_bias, alibi_slopes
+from .alibi import ALIBI_SLOPE_SETS, ALiBiBias, alibi_bias, alibi_slopes
+from .alignment import ALIGNMENTS, aligned_relative_positions, query_start
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
 from .experiments import (
     ExperimentConfig,
@@ -29,6 +30,18 @@ from .experiments import (
 )
 from .layout import PAIR_LAYOUTS, ROPE_LAYOUTS, SINUSOIDAL_LAYOUTS, layout_permutation
 from .learned import LearnedPositionalEmbedding
+from .packing import (
+    check_cu_seqlens,
+    cu_seqlens_from_position_ids,
+    cu_seqlens_from_seqlens,
+    max_seqlen_from_cu_seqlens,
+    packed_alibi_bias,
+    packed_attention_mask,
+    packed_relative_bias,
+    positions_from_attention_mask,
+    positions_from_cu_seqlens,
+    sequence_ids_from_cu_seqlens,
+)
 from .pairing import sinusoidal_dot_product, sinusoidal_offset_matrix
 from .relative import (
     ShawRelativeAttention,
@@ -38,6 +51,14 @@ from .relative import (
     relative_positions,
     relative_scores,
     relative_values,
+)
+from .rope_nd import (
+    AXIAL_FREQS,
+    AxialRotaryEmbedding,
+    axial_cos_sin,
+    axial_rope_angles,
+    mrope_cos_sin,
+    mrope_pair_axes,
 )
 from .rope_scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base
 from .rotary import (
@@ -52,10 +73,35 @@ from .rotary_embedding import RotaryEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_table
 from .t5 import T5RelativeBias, t5_relative_position_bucket
 from .transformer_xl import TransformerXLRelativeAttention
+from .xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
 
 __version__ = "0.2.0"
 
 __all__ = [
+    "ALIBI_SLOPE_SETS",
+    "ALIGNMENTS",
+    "aligned_relative_positions",
+    "query_start",
+    "XPosRotaryEmbedding",
+    "apply_xpos",
+    "xpos_scales",
+    "xpos_zeta",
+    "check_cu_seqlens",
+    "cu_seqlens_from_position_ids",
+    "cu_seqlens_from_seqlens",
+    "max_seqlen_from_cu_seqlens",
+    "packed_alibi_bias",
+    "packed_attention_mask",
+    "packed_relative_bias",
+    "positions_from_attention_mask",
+    "positions_from_cu_seqlens",
+    "sequence_ids_from_cu_seqlens",
+    "AXIAL_FREQS",
+    "AxialRotaryEmbedding",
+    "axial_cos_sin",
+    "axial_rope_angles",
+    "mrope_cos_sin",
+    "mrope_pair_axes",
     "PAIR_LAYOUTS",
     "ROPE_BACKENDS",
     "ROPE_LAYOUTS",

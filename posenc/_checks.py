@@ -228,8 +228,13 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offs
     return positions
 
 
-def check_rope_args(x, cos, sin, layout: str) -> None:
-    """Raise unless ``x``, ``cos`` and ``sin`` fit :func:`posenc.apply_rope` (floating, shapes, layout)."""
+def check_rope_args(x, cos, sin, layout: str, *, inplace: bool = False) -> None:
+    """Raise unless ``x``, ``cos`` and ``sin`` fit :func:`posenc.apply_rope` (floating, shapes, layout).
+
+    ``cos``'s last dim is the rotary dim ``r``: ``x``'s last dim, or an even
+    ``r < head_dim`` (partial rotary); its other dims broadcast to ``x``'s.
+    ``inplace`` cannot overwrite a leaf that requires grad.
+    """
     from .layout import ROPE_LAYOUTS  # layout imports torch only; imported here to keep this module first
 
     check_choice("layout", layout, ROPE_LAYOUTS)
@@ -246,11 +251,20 @@ def check_rope_args(x, cos, sin, layout: str) -> None:
     check_even_dim("head_dim (x.shape[-1])", int(shape[-1]))  # int(): torch.jit.trace gives sizes as tensors
     if table != sin.shape:
         raise ValueError(f"cos and sin must have one shape, got cos {tuple(table)} and sin {tuple(sin.shape)}")
-    # Broadcastable to x without enlarging it (a loop: torch.broadcast_shapes costs more than a decode-step rotation)
-    fits = len(table) <= len(shape) and all(c in (1, n) for c, n in zip(reversed(table), reversed(shape), strict=False))
-    if not fits or table[-1:] != shape[-1:]:
+    head_dim, rotary_dim = int(shape[-1]), int(table[-1]) if table else 0
+    if rotary_dim != head_dim and (rotary_dim < 2 or rotary_dim > head_dim or rotary_dim % 2):
         raise ValueError(
-            f"cos has shape {tuple(table)}, expected last dim {shape[-1]} and a shape broadcastable "
-            f"to x {tuple(shape)} (for example [seq_len, head_dim] = [{shape[-2] if len(shape) > 1 else 1}, "
-            f"{shape[-1]}])"
+            f"cos has shape {tuple(table)}, expected last dim {head_dim} (head_dim = x.shape[-1]) or an even "
+            f"rotary_dim in [2, {head_dim}] to rotate only the first rotary_dim channels, got {rotary_dim}"
         )
+    # Broadcastable to x without enlarging it (a loop: torch.broadcast_shapes costs more than a decode-step rotation)
+    lead, x_lead = table[:-1], shape[:-1]
+    fits = len(lead) <= len(x_lead) and all(c in (1, n) for c, n in zip(reversed(lead), reversed(x_lead), strict=False))
+    if not fits:
+        raise ValueError(
+            f"cos has shape {tuple(table)}, expected last dim {rotary_dim} and a shape broadcastable "
+            f"to x {tuple(shape)} (for example [seq_len, rotary_dim] = [{shape[-2] if len(shape) > 1 else 1}, "
+            f"{rotary_dim}])"
+        )
+    if inplace and torch.is_grad_enabled() and x.requires_grad and x.is_leaf:
+        raise ValueError("inplace=True cannot overwrite x: a leaf tensor that requires grad")

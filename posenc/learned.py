@@ -30,6 +30,7 @@ from ._checks import (
     check_probability,
     check_sequence_input,
 )
+from .sinusoidal import check_token_positions
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -83,23 +84,30 @@ class LearnedPositionalEmbedding(nn.Module):
         else:
             nn.init.normal_(self.weight, mean=0.0, std=self.std, generator=generator)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """Add the embeddings of positions ``offset .. offset + s - 1``.
+    def forward(self, x: torch.Tensor, offset: int = 0, *, positions=None) -> torch.Tensor:
+        """Add the embeddings of positions ``offset .. offset + s - 1``, or of ``positions``.
 
         Args:
             x: Embeddings of shape ``[..., s, dim]`` (batch first: ``[b, s, dim]``).
             offset: Position of the first token, >= 0.
+            positions: Instead of ``offset``, the integer position of every
+                token: ``[s]``, or ``[b, s]`` for one row per sequence of
+                ``x [b, s, dim]`` (left-padded batches, packed sequences).
 
         Returns:
-            ``dropout(x + weight[offset : offset + s])``, same shape and dtype as ``x``.
+            ``dropout(x + weight[positions])``, same shape and dtype as ``x``.
 
         Raises:
             ValueError: If ``x`` has fewer than 2 dims, its last dim is not
-                ``dim``, or ``offset`` is negative.
-            IndexError: If the last position, ``offset + s - 1``, is
-                ``max_len`` or more: the table has no row for it.
+                ``dim``, ``offset`` is negative, both ``offset`` and
+                ``positions`` are given, or ``positions`` does not fit ``x``.
+            TypeError: If ``positions`` does not hold integers.
+            IndexError: If a position is negative, or ``max_len`` or more:
+                the table has no row for it.
         """
         check_sequence_input(x, self.dim)
+        if positions is not None:
+            return self.dropout(x + self._rows(check_token_positions(positions, x, offset=offset)).to(x.dtype))
         check_nonnegative_int("offset", offset)
         seq_len = x.shape[-2]
         last = offset + seq_len - 1
@@ -110,3 +118,17 @@ class LearnedPositionalEmbedding(nn.Module):
             )
         pe = self.weight[offset : offset + seq_len].to(dtype=x.dtype)  # [s, d]
         return self.dropout(x + pe)
+
+    def _rows(self, positions: torch.Tensor) -> torch.Tensor:
+        """``weight[positions]``, ``[*positions.shape, dim]``, once every position is checked against the table."""
+        if positions.is_floating_point():
+            raise TypeError(f"positions must hold integers (rows of the learned table), got dtype {positions.dtype}")
+        if positions.numel():
+            low, high = int(positions.min()), int(positions.max())
+            if low < 0 or high >= self.max_len:
+                bad, where = (low, "before") if low < 0 else (high, "past")
+                raise IndexError(
+                    f"position {bad} is {where} the learned table: max_len={self.max_len} covers positions "
+                    f"0..{self.max_len - 1} (positions span {low}..{high})"
+                )
+        return self.weight[positions.to(self.weight.device)]  # [*positions.shape, d]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from ._checks import check_base, check_choice, check_even_dim, check_number
+from .longrope import LONGROPE_OPTIONAL, LONGROPE_REQUIRED, check_longrope, longrope_frequencies
 from .sinusoidal import sinusoidal_frequencies
 
 Frequencies = Callable[[int, float, dict, "float | None", torch.device], "tuple[torch.Tensor, float]"]
@@ -40,12 +41,15 @@ class RopeScaling:
         optional: Keys it may hold besides ``COMMON_KEYS`` and the required ones.
         validate: ``validate(params)`` checks the values in place (numbers converted to float).
         frequencies: The scaled frequencies, signature as in the module docstring.
+        length_dependent: Whether the frequencies depend on ``seq_len`` (the current length),
+            so that a table cannot be computed once for every length.
     """
 
     required: tuple[str, ...]
     optional: tuple[str, ...]
     validate: Callable[[dict], None]
     frequencies: Frequencies
+    length_dependent: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -263,13 +267,15 @@ def _llama3(head_dim: int, base: float, params: dict, seq_len, device) -> tuple[
 ROPE_SCALINGS: dict[str, RopeScaling] = {
     "default": RopeScaling((), (), _check_nothing, _default),
     "linear": RopeScaling(("factor",), ("original_max_position_embeddings",), _check_linear, _linear),
-    "dynamic": RopeScaling(("factor", "original_max_position_embeddings"), (), _check_dynamic, _dynamic),
+    "dynamic": RopeScaling(("factor", "original_max_position_embeddings"), (), _check_dynamic, _dynamic, True),
     "yarn": RopeScaling(
         ("factor", "original_max_position_embeddings"),
         ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
         _check_yarn,
         _yarn,
     ),
+    # LongRoPE (Ding et al. 2024, Phi-3): per-pair factors, short up to the original length, long beyond it
+    "longrope": RopeScaling(LONGROPE_REQUIRED, LONGROPE_OPTIONAL, check_longrope, longrope_frequencies, True),
     "llama3": RopeScaling(
         ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
         (),
@@ -290,7 +296,7 @@ _HINTS = {
     **{
         (rope_type, "original_max_position_embeddings"): "; it is the length the model was trained on, which "
         "transformers takes from config.max_position_embeddings"
-        for rope_type in ("dynamic", "yarn", "llama3")
+        for rope_type in ("dynamic", "yarn", "llama3", "longrope")
     },
     ("yarn", "factor"): "; transformers derives a missing factor as config.max_position_embeddings / "
     "original_max_position_embeddings",
@@ -326,7 +332,8 @@ def parse_scaling(scaling: Mapping | None, base: float) -> dict:
     of 1, 0 or None for an optional YaRN number (its default, as transformers' ``or``),
     ``original_max_position_embeddings`` in a ``"linear"`` dict (ignored; transformers
     warns it is unrecognized). The exceptions: keys transformers reads from the config
-    when absent (``original_max_position_embeddings``; YaRN's ``factor``) are required;
+    when absent (``original_max_position_embeddings``; YaRN's ``factor``; LongRoPE's
+    ``factor`` unless ``attention_factor`` is given) are required;
     ``partial_rotary_factor`` other than 1 and a ``truncate`` that is not a bool raise.
     Where transformers warns, this raises (naming the key, the value and the limit),
     except for an int ``attention_factor`` or a non-int llama3 length, which are used.
@@ -379,5 +386,7 @@ def _check_full_rotation(fraction: object) -> None:
         hint = f"int(head_dim * {fraction!r})" if isinstance(fraction, (int, float)) else "the rotated dimension"
         raise ValueError(
             f"scaling['partial_rotary_factor'] must be 1 (full rotation), got {fraction!r}: partial rotary is not "
-            f"supported by this function; drop the key and pass head_dim = {hint}, the dimension transformers rotates"
+            f"supported by the frequencies; drop the key and pass head_dim = {hint}, the dimension transformers "
+            f"rotates (RotaryEmbedding(head_dim, rotary_dim={hint}) rotates that part of each head and passes the "
+            "rest through)"
         )

@@ -19,6 +19,11 @@ different order:
 A checkpoint trained in one layout runs in the other after its query and key
 projection rows are permuted by :func:`rope_weight_permutation`.
 
+Partial rotary (GPT-NeoX, GPT-J, Phi) turns only the first ``rotary_dim``
+channels of each head, as full RoPE of that dimension, and passes the rest
+through: :func:`apply_rope` does so when ``cos`` is narrower than ``x``, and
+:class:`RotaryEmbedding` takes ``rotary_dim`` (see :mod:`posenc.rope_ops`).
+
 Long-context scaling follows the vocabulary of Hugging Face's
 ``rope_parameters``; for the same parameters the frequencies and the attention
 factor equal those of ``transformers``:
@@ -64,6 +69,7 @@ from ._checks import (
     check_rope_args,
 )
 from .layout import ROPE_LAYOUTS, layout_permutation
+from .rope_ops import _join, _rotate, cos_sin_from_inv_freq, rotary_part  # noqa: F401  (re-exported)
 from .rope_scaling import (  # noqa: F401  (re-exported)
     ROPE_SCALINGS,
     ROPE_TYPES,
@@ -105,6 +111,9 @@ def rope_inv_freq(
     * ``"yarn"``: ``factor``, ``original_max_position_embeddings``; optional
       ``beta_fast`` (32), ``beta_slow`` (1), ``attention_factor``, ``mscale``,
       ``mscale_all_dim`` and ``truncate`` (True).
+    * ``"longrope"``: ``short_factor`` and ``long_factor`` (``head_dim / 2``
+      numbers > 0), ``original_max_position_embeddings``, and ``factor`` or
+      ``attention_factor`` (transformers derives a missing factor from the config).
     * ``"llama3"``: ``factor``, ``original_max_position_embeddings``,
       ``low_freq_factor``, ``high_freq_factor``.
 
@@ -116,7 +125,7 @@ def rope_inv_freq(
         base: The base of the frequencies (``rope_theta``), > 1; by default
             ``scaling["rope_theta"]`` if present, else 10000.
         scaling: ``None`` or a dict as above.
-        seq_len: For ``"dynamic"`` only: the current length, normally the
+        seq_len: For ``"dynamic"`` and ``"longrope"`` only: the current length, normally the
             largest position + 1. Lengths up to
             ``original_max_position_embeddings`` (and ``None``) leave the
             frequencies unscaled.
@@ -126,7 +135,7 @@ def rope_inv_freq(
     Returns:
         ``(inv_freq, attention_factor)``: ``inv_freq`` has shape
         ``[head_dim // 2]``, ``attention_factor`` is a float that multiplies
-        cos and sin (1.0 except for ``"yarn"``).
+        cos and sin (1.0 except for ``"yarn"`` and ``"longrope"``).
 
     Raises:
         ValueError: If ``head_dim`` is odd or not positive, ``base`` is not > 1,
@@ -165,7 +174,7 @@ def rope_cos_sin(
     scaling (1 except for YaRN), as ``transformers`` does, so that every
     attention score is multiplied by its square.
 
-    For ``rope_type="dynamic"`` the current length is the largest position + 1.
+    For ``rope_type="dynamic"`` and ``"longrope"`` the current length is the largest position + 1.
     ``transformers`` decides per forward call of its rotary module instead: it
     rescales when that length exceeds the longest seen so far and goes back to
     the unscaled frequencies when it falls under the trained length, so the two
@@ -202,7 +211,7 @@ def rope_cos_sin(
     check_real("positions", positions)
     params = parse_scaling(scaling, resolve_base(base, scaling))
     seq_len = None
-    if params["rope_type"] == "dynamic" and positions.numel():
+    if ROPE_SCALINGS[params["rope_type"]].length_dependent and positions.numel():
         seq_len = positions.max().item() + 1
     work = angle_device(positions.device, angle_dtype)
     inv_freq, attention_factor = rope_inv_freq(
@@ -210,51 +219,6 @@ def rope_cos_sin(
     )  # [d/2]
     cos, sin = cos_sin_from_inv_freq(positions.to(work), inv_freq, layout=layout, attention_factor=attention_factor)
     return cos.to(device=positions.device, dtype=dtype), sin.to(device=positions.device, dtype=dtype)
-
-
-def cos_sin_from_inv_freq(
-    positions: torch.Tensor, inv_freq: torch.Tensor, *, layout: str = "half", attention_factor: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the angles ``position * inv_freq_i``, each angle on both channels of its pair.
-
-    The one place where RoPE's angles are formed: :func:`rope_cos_sin`, the
-    module's cache and the benchmark's float64 reference all call it. The angles
-    are formed in ``inv_freq``'s dtype (float64 for exact angles, float32 to
-    reproduce the usual computation), and cos and sin are multiplied by the
-    attention factor (YaRN's, 1 otherwise).
-
-    Args:
-        positions: Integer or float positions of any shape.
-        inv_freq: ``[head_dim / 2]`` frequencies, from :func:`rope_inv_freq`.
-        layout: ``"half"`` (pair ``i`` at channels ``i``, ``i + d/2``) or
-            ``"interleaved"`` (at ``2i``, ``2i + 1``).
-        attention_factor: Multiplies cos and sin.
-
-    Returns:
-        ``(cos, sin)``, each ``[*positions.shape, head_dim]`` in ``inv_freq``'s dtype and device.
-    """
-    check_choice("layout", layout, ROPE_LAYOUTS)
-    check_real("positions", positions)
-    if inv_freq.dim() != 1 or not inv_freq.is_floating_point():
-        raise ValueError(
-            f"inv_freq must be a 1-D float tensor [head_dim / 2], got {inv_freq.dtype} {tuple(inv_freq.shape)}"
-        )
-    angles = positions.to(inv_freq.device, inv_freq.dtype).unsqueeze(-1) * inv_freq  # [*, d/2]
-    cos, sin = torch.cos(angles), torch.sin(angles)
-    if attention_factor != 1.0:
-        cos, sin = cos * attention_factor, sin * attention_factor
-    if layout == "half":
-        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)  # [*, d]
-    return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)  # [*, d]
-
-
-def _rotate_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """Each pair ``(a, b)`` turned by 90 degrees to ``(-b, a)``, in the given layout."""
-    if layout == "half":
-        first, second = x.chunk(2, dim=-1)  # 2 x [..., d/2]
-        return torch.cat((-second, first), dim=-1)  # [..., d]
-    pairs = x.unflatten(-1, (-1, 2))  # [..., d] -> [..., d/2, 2]
-    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)  # [..., d/2, 2] -> [..., d]
 
 
 def _triton_ready(tensors: tuple[torch.Tensor, ...]) -> bool:
@@ -283,14 +247,26 @@ def _use_triton(backend: str, tensors: tuple[torch.Tensor, ...], *, eligible) ->
 
 
 def apply_rope(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half", backend: str = "auto"
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    layout: str = "half",
+    backend: str = "auto",
+    inplace: bool = False,
 ) -> torch.Tensor:
-    """Rotate every channel pair of ``x`` by the angles whose cos and sin are given.
+    """Rotate the channel pairs of ``x`` by the angles whose cos and sin are given.
 
     Su et al. 2021, section 3.4.2: ``x * cos + rotate(x) * sin``, where
     ``rotate`` turns each pair ``(a, b)`` into ``(-b, a)``. With ``cos``,
     ``sin`` from :func:`rope_cos_sin` of the same layout this is RoPE; with
     ``-sin`` it undoes it.
+
+    Partial rotary (GPT-NeoX, GPT-J, Phi): tables narrower than ``x``, last
+    dim ``r < head_dim``, rotate only the first ``r`` channels (pairs laid out
+    within them) and pass the rest through unchanged, as ``transformers``,
+    rotary-embedding-torch and flash-attention do. Make such tables with
+    ``rope_cos_sin(positions, r)``.
 
     The products are formed in the promoted dtype of ``x`` and ``cos`` (so a
     bfloat16 ``x`` with float32 tables is rotated in float32), and the result
@@ -303,7 +279,9 @@ def apply_rope(
 
     Args:
         x: Queries or keys ``[..., s, head_dim]``, for example ``[b, h, s, d]``.
-        cos: Broadcastable to ``x``, last dim ``head_dim``, for example ``[s, d]``.
+        cos: Broadcastable to ``x`` except in the last dim, which is ``r``:
+            ``head_dim``, or an even ``rotary_dim < head_dim`` for partial
+            rotary; for example ``[s, r]``.
         sin: Same shape as ``cos``.
         layout: ``"half"`` or ``"interleaved"``; must match how ``cos`` and
             ``sin`` were laid out and how the model's weights expect pairs.
@@ -312,20 +290,25 @@ def apply_rope(
             float32, float16 or bfloat16 with at most 4 dims, on a CUDA
             device) or ``"auto"`` (``"triton"`` where it applies and Triton is
             installed, else ``"torch"``).
+        inplace: Write the result into ``x`` (only its first ``r`` channels
+            change) and return ``x``, like flash-attention's
+            ``apply_rotary_emb(..., inplace=True)``; ``x`` must not be a leaf
+            that requires grad.
 
     Returns:
-        Tensor of ``x``'s shape and dtype.
+        Tensor of ``x``'s shape and dtype (``x`` itself if ``inplace``).
 
     Raises:
         ValueError: If the layout or backend is unknown, ``x``'s last dim is
             odd, ``cos`` and ``sin`` do not have one shape broadcastable to
-            ``x`` with last dim ``head_dim``, or ``backend="triton"`` cannot
-            run on these tensors.
+            ``x`` with an even last dim ``<= head_dim``, ``inplace`` would
+            overwrite a leaf that requires grad, or ``backend="triton"``
+            cannot run on these tensors.
     """
-    signature = _signature(x, cos, sin, layout, backend)
+    signature = _signature(x, cos, sin, layout, backend, inplace=inplace)
     if signature in _CHECKED and not torch.compiler.is_compiling():
-        return _rotate(x, cos, sin, layout)
-    check_rope_args(x, cos, sin, layout)
+        return _rotate(x, cos, sin, layout, inplace)
+    check_rope_args(x, cos, sin, layout, inplace=inplace)
 
     def eligible() -> bool:
         return x.dtype in _TRITON_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
@@ -333,12 +316,15 @@ def apply_rope(
     if _use_triton(backend, (x, cos, sin), eligible=eligible):
         from .triton_rope import apply_rope_triton
 
-        return apply_rope_triton(x, cos, sin, layout=layout)
-    if (backend == "torch" or not x.is_cuda) and not (torch.jit.is_tracing() or torch.compiler.is_compiling()):
+        # the kernel takes any strides: it reads the first r channels as a view
+        rotated = apply_rope_triton(rotary_part(x, cos.shape[-1]), cos, sin, layout=layout)  # [..., r]
+        return _join(x, rotated, inplace)
+    safe = not (inplace and x.requires_grad)  # the leaf test reads more than the signature holds
+    if safe and (backend == "torch" or not x.is_cuda) and not (torch.jit.is_tracing() or torch.compiler.is_compiling()):
         if len(_CHECKED) >= 4096:  # bounded: a model uses a handful of shapes
             _CHECKED.clear()
         _CHECKED.add(signature)  # the torch path, decided without the tensors' values
-    return _rotate(x, cos, sin, layout)
+    return _rotate(x, cos, sin, layout, inplace)
 
 
 # Signatures of apply_rope calls that passed its checks and took the torch path: at a decode
@@ -346,18 +332,13 @@ def apply_rope(
 _CHECKED: set[tuple] = set()
 
 
-def _signature(x, cos, sin, layout: str, backend: str) -> tuple | None:
+def _signature(x, cos, sin, layout: str, backend: str, *, inplace: bool) -> tuple | None:
     """All that apply_rope's checks and its choice of path depend on (None if an argument is not a tensor)."""
     try:
-        return (x.shape, cos.shape, sin.shape, x.dtype, cos.dtype, sin.dtype, layout, backend, x.is_cuda)
+        shapes = (x.shape, cos.shape, sin.shape, x.dtype, cos.dtype, sin.dtype)
+        return (*shapes, layout, backend, x.is_cuda, bool(inplace), bool(inplace) and x.requires_grad)
     except AttributeError:
         return None
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """The rotation of :func:`apply_rope` in torch operations, for arguments already checked."""
-    out = x * cos + _rotate_pairs(x, layout) * sin
-    return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
 def rope_weight_permutation(

@@ -22,11 +22,11 @@ from ._checks import (
     check_qk,
 )
 from .layout import ROPE_LAYOUTS
+from .rope_ops import _join, _rotate, rotary_part
 from .rope_scaling import parse_scaling, resolve_base
 from .rotary import (
     _TRITON_DTYPES,
     ROPE_BACKENDS,
-    _rotate,
     _use_triton,
     cos_sin_from_inv_freq,
     rope_cos_sin,
@@ -50,8 +50,15 @@ class RotaryEmbedding(nn.Module):
     of ``posenc.triton_rope`` forms the angles from the positions and the
     frequencies and rotates ``q`` and ``k`` in one launch.
 
+    Partial rotary (GPT-NeoX, GPT-J, Phi): with ``rotary_dim < head_dim`` only
+    the first ``rotary_dim`` channels of each head turn, as full RoPE of
+    dimension ``rotary_dim`` (frequencies ``base ** (-2i / rotary_dim)``, as
+    ``transformers`` computes them for ``partial_rotary_factor = rotary_dim /
+    head_dim``); the tables have ``rotary_dim`` channels and the other channels
+    pass through unchanged.
+
     Args:
-        head_dim: Rotary dimension per head, even.
+        head_dim: Channels per head of ``q`` and ``k``, even.
         base: Frequency base (``rope_theta``), > 1; by default
             ``scaling["rope_theta"]`` if present, else 10000.
         scaling: ``None`` or a ``rope_parameters``-style dict (see
@@ -64,6 +71,12 @@ class RotaryEmbedding(nn.Module):
         backend: ``"auto"``, ``"torch"`` or ``"triton"``; ``"auto"`` uses the
             Triton kernel for 4-D float32/float16/bfloat16 CUDA tensors when
             Triton is installed (see :func:`apply_rope`).
+        rotary_dim: Channels rotated, the first of each head: even, from 2 to
+            ``head_dim`` (the default, None, means ``head_dim``).
+
+    Raises:
+        ValueError: If ``head_dim`` or ``rotary_dim`` is odd or out of range,
+            or the layout, scaling, backend or cache sizes are invalid.
     """
 
     cos_cached: torch.Tensor
@@ -79,17 +92,21 @@ class RotaryEmbedding(nn.Module):
         initial_len: int = 512,
         cache_limit: int = CACHE_LIMIT,
         backend: str = "auto",
+        rotary_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.backend = check_choice("backend", backend, ROPE_BACKENDS)
         self.head_dim = check_even_dim("head_dim", head_dim)
+        self.rotary_dim = head_dim if rotary_dim is None else check_even_dim("rotary_dim", rotary_dim)
+        if self.rotary_dim > head_dim:
+            raise ValueError(f"rotary_dim must be <= head_dim ({head_dim}), got {rotary_dim}")
         self.base = resolve_base(base, scaling)
         self.layout = check_choice("layout", layout, ROPE_LAYOUTS)
         self.scaling = parse_scaling(scaling, self.base)
         check_nonnegative_int("initial_len", initial_len)
         self.cache_limit = check_cache_limit(cache_limit, initial_len)
-        _, self.attention_factor = rope_inv_freq(head_dim, base=self.base, scaling=self.scaling)
-        self.dynamic = self.scaling["rope_type"] == "dynamic"
+        _, self.attention_factor = rope_inv_freq(self.rotary_dim, base=self.base, scaling=self.scaling)
+        self.dynamic = self.scaling["rope_type"] in ("dynamic", "longrope")  # frequencies follow the length
         self._inv_freq = self._frequencies(torch.device("cpu"))  # float64 [d/2], for the tables
         cos, sin = self._table(torch.arange(initial_len), torch.float32)  # 2 x [n, d]
         self.register_buffer("cos_cached", cos, persistent=False)
@@ -97,7 +114,8 @@ class RotaryEmbedding(nn.Module):
         self._split_freqs: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, base={self.base:g}, layout={self.layout!r}, scaling={self.scaling}"
+        partial = f", rotary_dim={self.rotary_dim}" if self.rotary_dim != self.head_dim else ""
+        return f"head_dim={self.head_dim}{partial}, base={self.base:g}, layout={self.layout!r}, scaling={self.scaling}"
 
     def _apply(self, fn, recurse=True):
         # The cos/sin tables are computed, never loaded (they are not in state_dict): after any
@@ -108,8 +126,8 @@ class RotaryEmbedding(nn.Module):
         device, length = self.cos_cached.device, self.cos_cached.shape[0]
         self._inv_freq = self._frequencies(device)
         if device.type == "meta":
-            self.cos_cached = torch.empty(length, self.head_dim, device=device)
-            self.sin_cached = torch.empty(length, self.head_dim, device=device)
+            self.cos_cached = torch.empty(length, self.rotary_dim, device=device)
+            self.sin_cached = torch.empty(length, self.rotary_dim, device=device)
         else:
             self.cos_cached, self.sin_cached = self._table(torch.arange(length, device=device), torch.float32)
         self._split_freqs = {}
@@ -118,13 +136,13 @@ class RotaryEmbedding(nn.Module):
     def _frequencies(self, device: torch.device) -> torch.Tensor:
         """The float64 frequencies where the angles of ``device``'s tables are formed (as :func:`rope_cos_sin`)."""
         work = angle_device(device, torch.float64)
-        return rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling, device=work)[0]
+        return rope_inv_freq(self.rotary_dim, base=self.base, scaling=self.scaling, device=work)[0]
 
     def _table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin for ``positions``, equal to :func:`rope_cos_sin`'s (float64 angles, rounded to ``dtype``)."""
         if self.dynamic:  # the frequencies depend on the largest position
             return rope_cos_sin(
-                positions, self.head_dim, base=self.base, scaling=self.scaling, layout=self.layout, dtype=dtype
+                positions, self.rotary_dim, base=self.base, scaling=self.scaling, layout=self.layout, dtype=dtype
             )
         inv_freq = self._inv_freq
         if inv_freq.device != angle_device(positions.device, torch.float64):
@@ -141,7 +159,7 @@ class RotaryEmbedding(nn.Module):
             self.cos_cached, self.sin_cached = self._table(positions, self.cos_cached.dtype)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32):
-        """``(cos, sin)`` for ``positions``, each ``[*positions.shape, head_dim]``, from the cache when possible."""
+        """``(cos, sin)`` for ``positions``, each ``[*positions.shape, rotary_dim]``, from the cache when possible."""
         exact = dtype == torch.float64 or self.dynamic or positions.is_floating_point()
         # Traced or compiled: computed, since choosing the cache reads the positions' values (a graph break)
         traced = torch.jit.is_tracing() or torch.compiler.is_compiling()
@@ -159,10 +177,10 @@ class RotaryEmbedding(nn.Module):
         from .triton_rope import split_frequencies
 
         if self.dynamic:
-            inv_freq, _ = rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling, seq_len=seq_len)
+            inv_freq, _ = rope_inv_freq(self.rotary_dim, base=self.base, scaling=self.scaling, seq_len=seq_len)
             return split_frequencies(inv_freq, device=device)
         if device not in self._split_freqs:
-            inv_freq, _ = rope_inv_freq(self.head_dim, base=self.base, scaling=self.scaling)
+            inv_freq, _ = rope_inv_freq(self.rotary_dim, base=self.base, scaling=self.scaling)
             self._split_freqs[device] = split_frequencies(inv_freq, device=device)
         return self._split_freqs[device]
 
@@ -176,16 +194,20 @@ class RotaryEmbedding(nn.Module):
             positions = torch.as_tensor(positions, device=q.device)
             seq_len = positions.max().item() + 1 if self.dynamic and positions.numel() else 0
         freqs = self._triton_freqs(q.device, seq_len)
-        return rope_qk_triton(
-            q,
-            k,
+        partial = self.rotary_dim != self.head_dim
+        q_rot, k_rot = rope_qk_triton(
+            rotary_part(q, self.rotary_dim),  # [b, h, s, r]: a view, the kernel takes any strides
+            rotary_part(k, self.rotary_dim),
             freqs,
             positions=positions,
             offset=offset,
             layout=self.layout,
             attention_factor=self.attention_factor,
-            inplace=inplace,
+            inplace=inplace and not partial,  # partial and in place: rotated, then copied into q and k
         )
+        if not partial:
+            return q_rot, k_rot
+        return _join(q, q_rot, inplace), _join(k, k_rot, inplace)
 
     def _cos_sin_for(self, q: torch.Tensor, positions: torch.Tensor | None, offset: int):
         """cos and sin for the tokens of ``q``: from the cache for ``offset .. offset + s - 1``, else computed."""
@@ -245,9 +267,6 @@ class RotaryEmbedding(nn.Module):
 
         if _use_triton(self.backend, (q, k), eligible=eligible):
             return self._forward_triton(q, k, positions, offset, inplace)
-        cos, sin = self._cos_sin_for(q, positions, offset)  # [s, d], [b, s, d] or [b, 1, s, d]
-        q_rot = _rotate(q, cos, sin, self.layout)  # checked above: the shapes fit
-        k_rot = _rotate(k, cos, sin, self.layout)
-        if inplace:
-            return q.copy_(q_rot), k.copy_(k_rot)
-        return q_rot, k_rot
+        cos, sin = self._cos_sin_for(q, positions, offset)  # [s, r], [b, s, r] or [b, 1, s, r]
+        # checked above: the shapes fit; only the first rotary_dim channels turn
+        return _rotate(q, cos, sin, self.layout, inplace), _rotate(k, cos, sin, self.layout, inplace)

@@ -3,7 +3,7 @@
 Relative positions ``j - i`` (key minus query) fall into buckets: one per distance up to
 half the buckets, then logarithmically wider ones up to ``max_distance``, beyond which
 all share the last. :class:`T5RelativeBias` adds the bucket's scalar to the scores.
-Conventions as in :mod:`posenc.relative`.
+Conventions as in :mod:`posenc.relative`; queries and keys aligned as in :mod:`posenc.alignment`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 import torch
 from torch import nn
 
-from ._checks import as_positions, check_positive_int
-from .relative import query_offset, relative_positions
+from ._checks import as_positions, check_choice, check_positive_int
+from .alignment import ALIGNMENTS, aligned_relative_positions
 
 
 def _check_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
@@ -106,40 +106,56 @@ class T5RelativeBias(nn.Module):
         bidirectional: Encoder-style (True) or decoder-style buckets.
         num_buckets: Number of buckets (32 in T5).
         max_distance: Distance from which on all positions share a bucket (128 in T5).
+        align: ``"bottom_right"`` (the queries are the last ``q_len`` keys, as in a
+            KV cache) or ``"top_left"`` (the first query at key 0): where the
+            queries sit when no ``offset`` is given.
     """
 
     def __init__(
-        self, num_heads: int, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+        self,
+        num_heads: int,
+        *,
+        bidirectional: bool = True,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        align: str = "bottom_right",
     ) -> None:
         super().__init__()
         self.num_heads = check_positive_int("num_heads", num_heads)
         _check_buckets(bidirectional, num_buckets, max_distance)
         self.bidirectional, self.num_buckets, self.max_distance = bidirectional, num_buckets, max_distance
+        self.align = check_choice("align", align, ALIGNMENTS)
         self.embedding = nn.Embedding(num_buckets, num_heads)  # [buckets, h]
 
     def extra_repr(self) -> str:
         return (
             f"num_heads={self.num_heads}, bidirectional={self.bidirectional}, num_buckets={self.num_buckets}, "
-            f"max_distance={self.max_distance}"
+            f"max_distance={self.max_distance}, align={self.align!r}"
         )
 
-    def forward(self, q_len: int, k_len: int, *, offset: int | None = None) -> torch.Tensor:
+    def forward(self, q_len: int, k_len: int, *, offset: int | torch.Tensor | None = None) -> torch.Tensor:
         """The bias for ``q_len`` queries at ``offset ..`` and ``k_len`` keys at ``0 ..``.
 
         Args:
             q_len: Number of queries, >= 1.
             k_len: Number of keys, >= 1.
-            offset: Position of the first query, >= 0. By default ``k_len - q_len``:
-                the queries are the last ``q_len`` keys, as in
-                :func:`~posenc.scaled_dot_product_attention` with ``causal=True``
-                and when decoding with a KV cache (0 with more queries than keys).
+            offset: Position of the first query: ``None`` (from ``align``; by
+                default ``k_len - q_len``, negative with more queries than keys,
+                as in flash-attention >= 2.1), an int >= 0, or an integer tensor
+                ``[batch]`` (one start per sequence, as with a KV cache whose
+                sequences hold different numbers of tokens).
 
         Returns:
-            ``[num_heads, q_len, k_len]``, in the dtype of the table.
+            ``[num_heads, q_len, k_len]`` (``[batch, num_heads, q_len, k_len]`` for a
+            tensor ``offset``), in the dtype of the table.
+
+        Raises:
+            ValueError: If a length is not an int >= 1 or ``offset`` is negative or not 1-D.
+            TypeError: If ``offset`` is a tensor of floats or booleans.
         """
-        offset = query_offset(q_len, k_len, offset)
-        rel = relative_positions(q_len, k_len, offset=offset, device=self.embedding.weight.device)  # [q, k]
+        device = self.embedding.weight.device
+        rel = aligned_relative_positions(q_len, k_len, offset=offset, align=self.align, device=device)  # [(b,) q, k]
         buckets = t5_relative_position_bucket(
             rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
         )
-        return self.embedding(buckets).permute(2, 0, 1)  # [q, k, h] -> [h, q, k]
+        return self.embedding(buckets).movedim(-1, -3)  # [(b,) q, k, h] -> [(b,) h, q, k]

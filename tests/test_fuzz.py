@@ -783,7 +783,7 @@ def test_alibi_slopes_match_the_paper(num_heads, method, dtype):
 def test_alibi_bias_is_minus_slope_times_distance(num_heads, q_len, k_len, causal, offset, dtype):
     bias = call_or_posenc_error(posenc.alibi_bias, num_heads, q_len, k_len, causal=causal, offset=offset, dtype=dtype)
     assert bias.dtype == dtype and bias.shape == (num_heads, q_len, k_len)
-    first = max(k_len - q_len, 0) if offset is None else offset
+    first = k_len - q_len if offset is None else offset  # bottom-right by default (flash-attention >= 2.1)
     slopes = torch.tensor(oracle_alibi_slopes(num_heads), dtype=F64).view(-1, 1, 1)
     i = torch.arange(q_len, dtype=F64).view(-1, 1) + first  # query positions
     j = torch.arange(k_len, dtype=F64).view(1, -1)  # key positions

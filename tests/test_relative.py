@@ -417,14 +417,19 @@ def test_bad_input_names_argument_and_value(call, match):
 
 @given(lengths, lengths, st.booleans())
 def test_relative_biases_put_the_queries_at_the_end_of_the_keys_by_default(q_len, k_len, bidirectional):
-    """The default offset agrees with scaled_dot_product_attention(causal=True): queries are the last keys."""
+    """Bottom-right, as flash-attention >= 2.1: the last query at the last key, the first ones before key 0."""
     t5 = T5RelativeBias(2, bidirectional=bidirectional, num_buckets=8, max_distance=20)
-    last = max(k_len - q_len, 0)
-    assert torch.equal(t5(q_len, k_len), t5(q_len, k_len, offset=last))
-    assert torch.equal(
-        alibi_bias(2, q_len, k_len, causal=not bidirectional),
-        alibi_bias(2, q_len, k_len, causal=not bidirectional, offset=last),
-    )
+    causal = not bidirectional
+    if q_len <= k_len:  # a KV cache: the queries are the last q_len keys
+        assert torch.equal(t5(q_len, k_len), t5(q_len, k_len, offset=k_len - q_len))
+        assert torch.equal(
+            alibi_bias(2, q_len, k_len, causal=causal), alibi_bias(2, q_len, k_len, causal=causal, offset=k_len - q_len)
+        )
+    else:  # the last k_len queries sit at the keys; the first q_len - k_len come before key 0
+        extra = q_len - k_len
+        assert torch.equal(t5(q_len, k_len)[:, extra:], t5(k_len, k_len))
+        biased = alibi_bias(2, q_len, k_len, causal=causal)[:, extra:]
+        assert torch.equal(biased, alibi_bias(2, k_len, k_len, causal=causal))
 
 
 def test_a_decoding_step_with_alibi_sees_every_cached_key():

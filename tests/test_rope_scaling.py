@@ -21,6 +21,12 @@ PARAMS = {
     "linear": {"factor": 4.0},
     "dynamic": {"factor": 2.0, "original_max_position_embeddings": 64},
     "yarn": {"factor": 8.0, "original_max_position_embeddings": 256},
+    "longrope": {
+        "factor": 4.0,
+        "original_max_position_embeddings": 64,
+        "short_factor": [1.0, 1.1, 1.2, 1.4, 1.8, 2.5, 3.0, 3.5],
+        "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 9.0],
+    },
     "llama3": {"factor": 8.0, "original_max_position_embeddings": 128, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
 }
 YARN = {"rope_type": "yarn", **PARAMS["yarn"]}
@@ -28,7 +34,7 @@ LLAMA3 = {"rope_type": "llama3", **PARAMS["llama3"]}
 
 
 def test_the_table_names_every_rope_type_once():
-    assert tuple(ROPE_SCALINGS) == ROPE_TYPES == ("default", "linear", "dynamic", "yarn", "llama3")
+    assert tuple(ROPE_SCALINGS) == ROPE_TYPES == ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
     assert all(isinstance(entry, RopeScaling) for entry in ROPE_SCALINGS.values())
 
 

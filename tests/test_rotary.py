@@ -594,8 +594,8 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
             r"head_dim \(x.shape\[-1\]\) must be even.*got 7",
         ),
         (
-            lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 4), torch.zeros(3, 4)),
-            r"cos has shape \(3, 4\), expected last dim 8",
+            lambda: apply_rope(torch.zeros(3, 8), torch.zeros(3, 10), torch.zeros(3, 10)),
+            r"cos has shape \(3, 10\)",
         ),
         (
             lambda: apply_rope(torch.zeros(3, 8), torch.zeros(5, 8), torch.zeros(5, 8)),
@@ -617,7 +617,7 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
         (lambda: rope_weight_permutation(6, 2, dst="concat"), r"dst must be one of 'half', 'interleaved'"),
         (lambda: RotaryEmbedding(6, layout="gptj"), r"layout must be one of"),
         (lambda: RotaryEmbedding(5), r"head_dim must be even.*got 5"),
-        (lambda: RotaryEmbedding(8, scaling={"rope_type": "longrope"}), r"rope_type'\] must be one of"),
+        (lambda: RotaryEmbedding(8, scaling={"rope_type": "su"}), r"rope_type'\] must be one of"),
         (
             lambda: RotaryEmbedding(8)(torch.zeros(1, 2, 3, 6), torch.zeros(1, 2, 3, 8)),
             r"q must have shape \[..., seq_len, 8\].*got \(1, 2, 3, 6\)",

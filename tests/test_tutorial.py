@@ -235,6 +235,14 @@ def _compile_examples():
         ),
         "learned": (LearnedPositionalEmbedding, lambda: LearnedPositionalEmbedding(32, 16), (x,), {"offset": 3}),
         "rotary, cache growing": (RotaryEmbedding, lambda: RotaryEmbedding(8, initial_len=4), (qk, qk), {"offset": 2}),
+        "rotary, partial": (RotaryEmbedding, lambda: RotaryEmbedding(8, rotary_dim=4), (qk, qk), {"offset": 2}),
+        "xpos": (posenc.XPosRotaryEmbedding, lambda: posenc.XPosRotaryEmbedding(8), (qk, qk), {}),
+        "axial": (
+            posenc.AxialRotaryEmbedding,
+            lambda: posenc.AxialRotaryEmbedding(8),
+            (qk.view(2, 2, 3, 4, 8), qk.view(2, 2, 3, 4, 8)),
+            {},
+        ),
         "rotary, float positions": (
             RotaryEmbedding,
             lambda: RotaryEmbedding(8),

@@ -312,7 +312,7 @@ def run_benchmark(
     Raises:
         ValueError: On an unknown op or implementation name, a dtype other
             than float32, float16 or bfloat16, a device that is not here
-            (:func:`resolve_device`), or a ``run_s`` that is not a finite
+            (``resolve_device``), or a ``run_s`` that is not a finite
             number > 0.
     """
     device = resolve_device(device)

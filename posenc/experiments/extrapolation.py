@@ -335,7 +335,7 @@ def run_experiments(
             marked ``"complete": False``; the command line saves it.
 
     Returns:
-        The JSON-ready document that :mod:`posenc.experiments.results`
+        The JSON-ready document that ``posenc.experiments.results``
         describes, runs ordered by task, then scheme, then seed, whatever
         ``jobs`` is; only the partial documents given to ``on_run`` have a
         ``"complete"`` key.

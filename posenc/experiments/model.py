@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from .._checks import check_heads, check_nonnegative_int, check_positive_int, check_positive_number
+from ..packing import check_cu_seqlens, packed_attention_mask, positions_from_cu_seqlens, sequence_ids_from_cu_seqlens
 from .registry import PositionScheme, check_scheme_options, make_position_scheme
 
 __all__ = ["TinyAttention", "TinyBlock", "TinyConfig", "TinyTransformer"]
@@ -207,32 +208,84 @@ class TinyTransformer(nn.Module):
             )
 
     def forward(
-        self, tokens: torch.Tensor, *, offset: int = 0, return_attention: bool = False
+        self, tokens: torch.Tensor, *, offset: int = 0, return_attention: bool = False, cu_seqlens=None
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """Logits for every position.
 
         Args:
-            tokens: Token ids ``[b, s]``.
+            tokens: Token ids ``[b, s]``; with ``cu_seqlens``, one packed row ``[1, total]``.
             offset: Position of the first token.
             return_attention: Also return each layer's attention weights.
+            cu_seqlens: Optional cumulative sequence lengths ``[n + 1]`` of
+                sequences packed end to end in ``tokens`` (FlashAttention's
+                convention, :mod:`posenc.packing`). Each sequence then starts
+                at position 0 and attends only to itself: the result equals
+                running every sequence on its own.
 
         Returns:
             Logits ``[b, s, vocab_size]``; with ``return_attention``, also a
-            list of ``num_layers`` tensors ``[b, h, s, s]``.
+            list of ``num_layers`` tensors ``[b, h, s, s]`` (block diagonal
+            for a packed row).
 
         Raises:
             ValueError: If ``tokens`` is not a 2-D integer tensor of ids in
-                ``[0, vocab_size)`` or ``offset`` is negative.
+                ``[0, vocab_size)``, ``offset`` is negative, or ``cu_seqlens``
+                is invalid, does not end at ``total``, or comes with a batch
+                of more than one row or a nonzero ``offset``.
             IndexError: If a learned scheme has no row for a position.
         """
         self._check_tokens(tokens)
         check_nonnegative_int("offset", offset)
+        if cu_seqlens is not None:
+            return self._forward_packed(tokens, cu_seqlens, offset, return_attention)
+        logits, maps = self._run(tokens, offset, None)
+        return (logits, maps) if return_attention else logits
+
+    def _run(
+        self, tokens: torch.Tensor, offset: int, key_bias: torch.Tensor | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Logits ``[b, s, vocab]`` and attention maps; ``key_bias [b, 1, 1, s]`` (``-inf`` at padding) joins bias."""
         seq_len = tokens.shape[1]
         x = self.scheme.embed(self.embed(tokens.long()), offset)  # [b, s, dim]; any integer ids
         bias = self.scheme.score_bias(seq_len, seq_len, offset)  # [h, s, s] or None
+        if key_bias is not None:
+            bias = key_bias if bias is None else bias + key_bias  # [b, h, s, s]
         maps = []
         for block in self.blocks:
             x, weights = block(x, self.scheme, bias=bias, causal=self.causal, offset=offset)
             maps.append(weights)
-        logits = self.head(self.norm(x))  # [b, s, vocab]
-        return (logits, maps) if return_attention else logits
+        return self.head(self.norm(x)), maps  # [b, s, vocab]
+
+    def _forward_packed(self, tokens: torch.Tensor, cu_seqlens, offset: int, return_attention: bool):
+        """:meth:`forward` of a packed row ``[1, total]``: run as a right-padded batch, one row per sequence.
+
+        Every hook then sees each sequence at positions ``0 .. L_k - 1`` (``rope_pi``
+        picks its factor from the longest one), and a ``-inf`` key bias keeps
+        attention off the padding; the results are gathered back into the packed row.
+        """
+        if tokens.shape[0] != 1 or offset != 0:
+            raise ValueError(
+                f"cu_seqlens describes one packed row: tokens must be [1, total] with offset=0, "
+                f"got tokens {tuple(tokens.shape)}, offset={offset}"
+            )
+        total = tokens.shape[1]
+        cu = check_cu_seqlens(cu_seqlens, total=total).to(tokens.device)
+        pos = positions_from_cu_seqlens(cu)  # [total]
+        _, row = torch.unique_consecutive(sequence_ids_from_cu_seqlens(cu), return_inverse=True)  # empty ones dropped
+        rows, width = int(row[-1]) + 1, int(pos.max()) + 1
+        padded = tokens.new_zeros(rows, width)  # [n, max_seqlen], right padding with id 0
+        padded[row, pos] = tokens[0]
+        real = torch.zeros(rows, width, dtype=torch.bool, device=tokens.device)
+        real[row, pos] = True
+        key_bias = torch.zeros(rows, 1, 1, width, device=tokens.device).masked_fill(~real[:, None, None], float("-inf"))
+        logits, maps = self._run(padded, 0, key_bias)  # [n, max_seqlen, vocab]
+        logits = logits[row, pos].unsqueeze(0)  # [total, vocab] -> [1, total, vocab]
+        if not return_attention:
+            return logits
+        i, j = packed_attention_mask(cu).nonzero(as_tuple=True)  # pairs in one sequence
+        packed = []
+        for weights in maps:  # [n, h, max_seqlen, max_seqlen] -> [1, h, total, total], zero across sequences
+            full = weights.new_zeros(1, weights.shape[1], total, total)
+            full[0][:, i, j] = weights[row[i], :, pos[i], pos[j]].T  # [pairs, h] -> [h, pairs]
+            packed.append(full)
+        return logits, packed
