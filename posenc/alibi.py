@@ -9,7 +9,7 @@ geometric sequence ``m_k = 2 ** (-8k / n)``, ``k = 1 .. n`` (8 heads: 1/2, 1/4,
 ..., 1/256). For other ``n``, the slopes of the largest power of two
 ``n0 < n``, followed by the first ``n - n0`` of every other slope of ``2 * n0``
 heads (``k = 1, 3, 5, ...``). Published models round them differently:
-:data:`ALIBI_SLOPE_SETS` reproduces BLOOM's, MPT's and Falcon's bit for bit.
+:data:`posenc.ALIBI_SLOPE_SETS` reproduces BLOOM's, MPT's and Falcon's bit for bit.
 
 Queries and keys are aligned as in :mod:`posenc.alignment`: bottom-right by
 default (flash-attention >= 2.1), or one start per sequence.
@@ -105,7 +105,7 @@ ALIBI_SLOPE_SETS = {"paper": _paper_slopes, "bloom": _bloom_slopes, "mpt": _mpt_
 
 
 def _resolve_slopes(num_heads: int, slopes, device) -> torch.Tensor:
-    """``slopes`` (None, a name in :data:`ALIBI_SLOPE_SETS`, or a tensor ``[h]`` or ``[b, h]``) as a float tensor."""
+    """``slopes`` (None, a name in ``ALIBI_SLOPE_SETS``, or a tensor ``[h]`` or ``[b, h]``) as a float tensor."""
     check_positive_int("num_heads", num_heads)
     if slopes is None:
         return alibi_slopes(num_heads, device=device)
@@ -168,7 +168,7 @@ def alibi_bias(
     """ALiBi's additive attention bias ``[num_heads, q_len, k_len]`` (or ``[batch, num_heads, q_len, k_len]``).
 
     Query ``i`` sits at position ``start + i``, key ``j`` at ``j``, with ``start``
-    from ``offset`` and ``align`` (:func:`posenc.alignment.query_start`).
+    from ``offset`` and ``align`` (:func:`posenc.query_start`).
 
     * ``causal=True`` (the paper's language models): ``-m_h * (start + i - j)``
       for keys at or before the query, ``-inf`` for keys after it, so the bias
@@ -191,7 +191,7 @@ def alibi_bias(
             keys, as in a KV cache and flash-attention >= 2.1; with more queries
             than keys the first ones come before every key and their causal rows
             are all ``-inf``) or ``"top_left"`` (the first query at key 0).
-        slopes: ``None`` (the paper's), a name in :data:`ALIBI_SLOPE_SETS`, or a
+        slopes: ``None`` (the paper's), a name in :data:`posenc.ALIBI_SLOPE_SETS`, or a
             float tensor ``[num_heads]`` or ``[batch, num_heads]``.
         dtype: Floating dtype of the result; computed in float64 from the
             slopes and rounded once.
@@ -235,7 +235,7 @@ class ALiBiBias(nn.Module):
     Args:
         num_heads: Number of heads, >= 1.
         causal: Causal bias with the mask (True) or symmetric bias.
-        slopes: ``None`` (the paper's), a name in :data:`ALIBI_SLOPE_SETS`, or a
+        slopes: ``None`` (the paper's), a name in :data:`posenc.ALIBI_SLOPE_SETS`, or a
             float tensor ``[num_heads]``.
         learnable: Learn the slopes (a parameter) instead of fixing them.
         align: ``"bottom_right"`` or ``"top_left"``, where the queries sit when

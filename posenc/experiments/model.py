@@ -218,7 +218,7 @@ class TinyTransformer(nn.Module):
             return_attention: Also return each layer's attention weights.
             cu_seqlens: Optional cumulative sequence lengths ``[n + 1]`` of
                 sequences packed end to end in ``tokens`` (FlashAttention's
-                convention, :mod:`posenc.packing`). Each sequence then starts
+                convention, ``posenc.packing``). Each sequence then starts
                 at position 0 and attends only to itself: the result equals
                 running every sequence on its own.
 
