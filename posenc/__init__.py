@@ -28,6 +28,7 @@ from .experiments import (
     train_and_evaluate,
     train_tiny,
 )
+from .hf_config import config_dict, describe, format_description, from_hf_config
 from .layout import PAIR_LAYOUTS, ROPE_LAYOUTS, SINUSOIDAL_LAYOUTS, layout_permutation
 from .learned import LearnedPositionalEmbedding
 from .packing import (
@@ -78,6 +79,10 @@ from .xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
 __version__ = "0.2.0"
 
 __all__ = [
+    "config_dict",
+    "describe",
+    "format_description",
+    "from_hf_config",
     "ALIBI_SLOPE_SETS",
     "ALIGNMENTS",
     "aligned_relative_positions",

@@ -1,0 +1,59 @@
+"""``python -m posenc.describe path/to/config.json``: print how a model encodes positions, layer by layer.
+
+Reads a Hugging Face ``config.json`` with :func:`posenc.hf_config.describe` and prints
+:func:`posenc.hf_config.format_description`'s table. Exit status 0, or 2 with the
+error's message on standard error for a file that cannot be read or a model type
+posenc does not know.
+
+Importing this module makes the attribute ``posenc.describe`` this module instead of the
+function of the same name; the module is therefore callable, and ``posenc.describe(config)``
+returns the rows either way.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Sequence
+
+from .hf_config import describe, format_description
+
+USAGE = "usage: python -m posenc.describe path/to/config.json"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the per-layer table of the configuration named in ``argv``; return the exit status.
+
+    Args:
+        argv: The arguments after the program name (default ``sys.argv[1:]``): one path.
+
+    Returns:
+        0 on success, 2 on a usage error or a configuration that cannot be described.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    if len(args) != 1:
+        print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        rows = describe(args[0])
+    except (ValueError, TypeError, KeyError) as error:  # bad file, unknown model type, missing field
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(format_description(rows))
+    return 0
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`posenc.hf_config.describe` (it shadows that name in ``posenc``)."""
+
+    def __call__(self, config) -> list[dict]:
+        return describe(config)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,463 @@
+"""posenc.hf_config against transformers 5: per-layer logits of tiny configurations, and real models' rows.
+
+Each tiny configuration is built offline with transformers' own configuration class; the
+reference logits come from that model's rotary module, its apply function and its
+attention module's softmax scale: ``(q_rot @ repeat_kv(k_rot)^T) * attention.scaling``.
+transformers forms the angles in float32, posenc in float64: the two differ by about
+``position * 6e-8`` radians, so at the positions used here (< 300) the logits (|s| < 10)
+agree to 1e-4.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from chapters import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc.hf_config import DEFAULTS, config_dict, describe, format_description, from_hf_config
+
+transformers = pytest.importorskip("transformers")
+from transformers.models.llama.modeling_llama import repeat_kv  # noqa: E402
+
+ATOL = 1e-4
+TINY = {
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 64,
+}
+LONG = {"short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.1, 3.8, 4.6, 5.5, 6.5, 7.6]}
+LONG["long_factor"] = [2 * f for f in LONG["short_factor"]]
+
+#: name -> (transformers configuration, model module, rotary class, attention class)
+CASES = {
+    "llama-default": (lambda: transformers.LlamaConfig(**TINY), "llama", "Llama"),
+    "llama-linear": (
+        lambda: transformers.LlamaConfig(**TINY, rope_parameters={"rope_type": "linear", "factor": 4.0}),
+        "llama",
+        "Llama",
+    ),
+    "llama-dynamic": (
+        lambda: transformers.LlamaConfig(**TINY, rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
+        "llama",
+        "Llama",
+    ),
+    "llama-llama3": (
+        lambda: transformers.LlamaConfig(
+            **TINY,
+            rope_parameters={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 32,
+                "rope_theta": 500000.0,
+            },
+        ),
+        "llama",
+        "Llama",
+    ),
+    "llama-yarn": (
+        lambda: transformers.LlamaConfig(
+            **TINY, rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+        ),
+        "llama",
+        "Llama",
+    ),
+    "mistral-head_dim": (lambda: transformers.MistralConfig(**TINY, head_dim=32), "mistral", "Mistral"),
+    "qwen2": (
+        lambda: transformers.Qwen2Config(**TINY, rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
+        "qwen2",
+        "Qwen2",
+    ),
+    "qwen3-yarn": (
+        lambda: transformers.Qwen3Config(
+            **TINY,
+            head_dim=16,
+            rope_parameters={
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 32,
+                "rope_theta": 1e6,
+            },
+        ),
+        "qwen3",
+        "Qwen3",
+    ),
+    "phi3-longrope-partial": (  # head_dim 32, 0.75 of it turns: 24 channels, 12 factors
+        lambda: transformers.Phi3Config(
+            **{**TINY, "hidden_size": 128, "max_position_embeddings": 256},
+            partial_rotary_factor=0.75,
+            original_max_position_embeddings=64,
+            rope_parameters={"rope_type": "longrope", **LONG},
+        ),
+        "phi3",
+        "Phi3",
+    ),
+    "gpt_neox-partial": (
+        lambda: transformers.GPTNeoXConfig(
+            hidden_size=64, num_attention_heads=4, num_hidden_layers=2, rotary_pct=0.25, max_position_embeddings=64
+        ),
+        "gpt_neox",
+        "GPTNeoX",
+    ),
+    "falcon-rope": (
+        lambda: transformers.FalconConfig(
+            hidden_size=64, num_attention_heads=4, num_kv_heads=2, num_hidden_layers=2, new_decoder_architecture=True
+        ),
+        "falcon",
+        "Falcon",
+    ),
+}
+
+
+def qkv(config, h_kv: int, head_dim: int, s: int = 12, batch: int = 2, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, 4, s, head_dim, generator=g)
+    return q, torch.randn(batch, h_kv, s, head_dim, generator=g)
+
+
+def positions(start: int, s: int = 12, batch: int = 2) -> torch.Tensor:
+    """``[batch, s]``: ``start .. start + s - 1``, the second row 5 further."""
+    return start + torch.arange(s).expand(batch, s) + torch.tensor([[0], [5]])
+
+
+def reference_scores(rotary, apply_fn, scale, q, k, position_ids, **kwargs) -> torch.Tensor:
+    """transformers' logits: cos/sin of the keys' positions, the queries' the last s_q of them."""
+    cos, sin = rotary(k, position_ids, **kwargs)  # [b, s_k, r]
+    s_q = q.shape[2]
+    q_rot = apply_fn(q, q, cos[:, -s_q:], sin[:, -s_q:])[0]
+    k_rot = apply_fn(k, k, cos, sin)[1]
+    k_rot = repeat_kv(k_rot, q.shape[1] // k.shape[1])
+    return torch.matmul(q_rot, k_rot.transpose(2, 3)) * scale
+
+
+@pytest.mark.parametrize("start", [0, 100], ids=["inside", "beyond"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rope_families_match_transformers(name, start):
+    make, model, prefix = CASES[name]
+    config = make()
+    module = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
+    rotary = getattr(module, f"{prefix}RotaryEmbedding")(config)
+    layers = from_hf_config(config)
+    assert len(layers) == config.num_hidden_layers
+    layer = layers[1]
+    attention = getattr(module, f"{prefix}Attention")(config, layer_idx=1)
+    scale = getattr(attention, "scaling", None) or attention.inv_norm_factor
+    h_kv = getattr(config, "num_key_value_heads", None) or getattr(config, "num_kv_heads", None) or 4
+    q, k = qkv(config, h_kv, layer.head_dim)
+    pos = positions(start)
+    expected = reference_scores(rotary, module.apply_rotary_pos_emb, scale, q, k, pos)
+    torch.testing.assert_close(layer.scores(q, k, pos), expected, atol=ATOL, rtol=ATOL)
+    # decode: the last 3 keys are the queries
+    torch.testing.assert_close(layer.scores(q[:, :, -3:], k, pos), expected[:, :, -3:], atol=ATOL, rtol=ATOL)
+    assert layer.row()["softmax_scale"] == pytest.approx(scale, rel=1e-12)
+
+
+def test_gptj_interleaved_partial_rotary_matches_transformers():
+    from transformers.models.gptj.modeling_gptj import GPTJAttention, apply_rotary_pos_emb
+
+    config = transformers.GPTJConfig(n_embd=64, n_head=4, n_layer=2, rotary_dim=8, n_positions=512)
+    attention = GPTJAttention(config, layer_idx=0)
+    q, k = qkv(config, 4, 16)
+    layer = from_hf_config(config)[0]
+    assert (layer.rotary_dim, layer.layout) == (8, "interleaved")
+    for start in (0, 300):
+        pos = positions(start)
+        sin, cos = torch.split(attention.embed_positions[pos], 4, dim=-1)  # [b, s, r/2] each
+
+        def turn(x, sin=sin, cos=cos):  # GPT-J rotates [b, s, h, d]
+            x = x.transpose(1, 2)
+            x = torch.cat([apply_rotary_pos_emb(x[..., :8], sin, cos), x[..., 8:]], dim=-1)
+            return x.transpose(1, 2)
+
+        expected = torch.matmul(turn(q), turn(k).transpose(2, 3)) / attention.scale_attn
+        torch.testing.assert_close(layer.scores(q, k, pos), expected, atol=ATOL, rtol=ATOL)
+
+
+def gemma3_config(**extra):
+    return transformers.Gemma3TextConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_hidden_layers=7,
+        query_pre_attn_scalar=24,
+        max_position_embeddings=256,
+        rope_scaling={"rope_type": "linear", "factor": 8.0},
+        **extra,
+    )
+
+
+def test_gemma3_layers_match_transformers():
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention, Gemma3RotaryEmbedding, apply_rotary_pos_emb
+
+    config = gemma3_config()
+    rotary = Gemma3RotaryEmbedding(config)
+    layers = from_hf_config(config)
+    q, k = qkv(config, 2, 16)
+    for i, layer in enumerate(layers):
+        scale = Gemma3Attention(config, layer_idx=i).scaling
+        for start in (0, 200):
+            pos = positions(start)
+            layer_type = config.layer_types[i]
+            expected = reference_scores(rotary, apply_rotary_pos_emb, scale, q, k, pos, layer_type=layer_type)
+            torch.testing.assert_close(layer.scores(q, k, pos), expected, atol=ATOL, rtol=ATOL)
+    rows = describe(config)
+    assert [row["theta"] for row in rows] == [1e4] * 5 + [1e6] + [1e4]
+    assert [row["scaling"] for row in rows] == [None] * 5 + ["linear x8"] + [None]
+    assert {row["softmax_scale"] for row in rows} == {24**-0.5}
+
+
+def test_gemma3_older_file_reads_as_the_transformers_5_dict():
+    # the pre-v5 spelling: rope_theta, rope_local_base_freq, sliding_window_pattern, rope_scaling for global layers
+    old = {
+        "model_type": "gemma3",
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "num_hidden_layers": 7,
+            "query_pre_attn_scalar": 24,
+            "max_position_embeddings": 256,
+            "rope_theta": 1e6,
+            "rope_local_base_freq": 1e4,
+            "sliding_window_pattern": 6,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+        },
+    }
+    assert describe(old) == describe(gemma3_config())
+    wrapped = transformers.Gemma3Config(text_config=gemma3_config().to_dict())
+    assert describe(wrapped) == describe(gemma3_config())
+
+
+def test_qwen2_vl_mrope_matches_transformers():
+    from transformers.models.qwen2_vl import modeling_qwen2_vl as m
+
+    config = transformers.Qwen2VLTextConfig(
+        **TINY, rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1e6}
+    )
+    rotary, scale = m.Qwen2VLRotaryEmbedding(config), m.Qwen2VLAttention(config, layer_idx=0).scaling
+    layer = from_hf_config(config)[0]
+    assert layer.mrope_section == [2, 3, 3] and layer.row()["scheme"] == "mrope"
+    q, k = qkv(config, 2, 16)
+    pos3 = torch.randint(0, 300, (3, 2, 12), generator=torch.Generator().manual_seed(1))  # [3, b, s]
+    expected = reference_scores(rotary, m.apply_rotary_pos_emb, scale, q, k, pos3)
+    torch.testing.assert_close(layer.scores(q, k, pos3), expected, atol=ATOL, rtol=ATOL)
+    text = positions(100)  # [b, s]: the same position on the three axes
+    expected = reference_scores(rotary, m.apply_rotary_pos_emb, scale, q, k, text)
+    torch.testing.assert_close(layer.scores(q, k, text), expected, atol=ATOL, rtol=ATOL)
+    # the older file: rope_scaling {"type": "mrope", "mrope_section": ...} at the top level
+    old = {
+        **TINY,
+        "model_type": "qwen2_vl",
+        "rope_theta": 1e6,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+    }
+    assert describe(old) == describe(transformers.Qwen2VLConfig(text_config=config.to_dict()))
+
+
+def test_falcon_dispatches_on_alibi():
+    rope = transformers.FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, alibi=False)
+    alibi = transformers.FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, alibi=True)
+    assert [layer.kind for layer in from_hf_config(rope)] == ["rope", "rope"]
+    assert [layer.kind for layer in from_hf_config(alibi)] == ["alibi", "alibi"]
+
+
+def test_defaults_are_those_of_the_transformers_classes():
+    gemma = transformers.Gemma3TextConfig()
+    for key in ("hidden_size", "num_attention_heads", "head_dim", "num_hidden_layers", "query_pre_attn_scalar"):
+        assert DEFAULTS["gemma3_text"][key] == getattr(gemma, key), key
+    assert DEFAULTS["gemma3_text"]["max_position_embeddings"] == gemma.max_position_embeddings
+    assert DEFAULTS["gemma3_text"]["rope_theta"] == gemma.rope_parameters["full_attention"]["rope_theta"]
+    assert DEFAULTS["gemma3_text"]["rope_local_base_freq"] == gemma.rope_parameters["sliding_attention"]["rope_theta"]
+    assert DEFAULTS["gemma3_text"]["sliding_window_pattern"] == gemma._sliding_window_pattern
+    neox = transformers.GPTNeoXConfig().rope_parameters
+    assert (DEFAULTS["gpt_neox"]["rotary_pct"], DEFAULTS["gpt_neox"]["rotary_emb_base"]) == (
+        neox["partial_rotary_factor"],
+        neox["rope_theta"],
+    )
+    assert DEFAULTS["gptj"]["rotary_dim"] == transformers.GPTJConfig().rotary_dim
+    assert (
+        DEFAULTS["phi3"]["original_max_position_embeddings"]
+        == transformers.Phi3Config().original_max_position_embeddings
+    )
+    assert DEFAULTS["qwen2_vl_text"]["rope_theta"] == transformers.Qwen2VLTextConfig().rope_parameters["rope_theta"]
+
+
+# --- Real models: values from their published config.json (only fields we are sure of) ---
+
+# huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
+LLAMA_31_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+}
+# huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json
+QWEN25_7B = {
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 28,
+    "max_position_embeddings": 131072,
+    "rope_theta": 1000000.0,
+    "rope_scaling": None,
+}
+# huggingface.co/google/gemma-3-4b-it/blob/main/config.json: the text_config lists only these; the rest
+# (8 heads, head_dim 256, query_pre_attn_scalar 256, theta 1e6 / 1e4, pattern 6) are Gemma3TextConfig defaults
+GEMMA3_4B = {
+    "model_type": "gemma3",
+    "text_config": {
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 34,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+}
+# huggingface.co/EleutherAI/gpt-neox-20b/blob/main/config.json
+GPT_NEOX_20B = {
+    "model_type": "gpt_neox",
+    "hidden_size": 6144,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 44,
+    "max_position_embeddings": 2048,
+    "rotary_pct": 0.25,
+    "rotary_emb_base": 10000,
+}
+# huggingface.co/EleutherAI/gpt-j-6b/blob/main/config.json
+GPT_J_6B = {"model_type": "gptj", "n_embd": 4096, "n_head": 16, "n_layer": 28, "n_positions": 2048, "rotary_dim": 64}
+# huggingface.co/microsoft/Phi-4-mini-instruct/blob/main/config.json: the geometry below is published; the
+# 48-entry long_factor and short_factor lists are NOT reproduced here (placeholders of 1.0)
+PHI4_MINI = {
+    "model_type": "phi3",
+    "hidden_size": 3072,
+    "num_attention_heads": 24,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 32,
+    "partial_rotary_factor": 0.75,
+    "max_position_embeddings": 131072,
+    "original_max_position_embeddings": 4096,
+    "rope_theta": 10000.0,
+    "rope_scaling": {"type": "longrope", "long_factor": [1.0] * 48, "short_factor": [1.0] * 48},
+}
+
+PUBLISHED = {
+    # name: (config, layers, rows that repeat: (theta, scaling, rotary, layout, softmax scale))
+    "Llama-3.1-8B": (LLAMA_31_8B, 32, [(500000.0, "llama3 x8", 128, "half", 128**-0.5)]),
+    "Qwen2.5-7B": (QWEN25_7B, 28, [(1e6, None, 128, "half", 128**-0.5)]),
+    "GPT-NeoX-20B": (GPT_NEOX_20B, 44, [(10000.0, None, 24, "half", 96**-0.5)]),
+    "GPT-J-6B": (GPT_J_6B, 28, [(10000.0, None, 64, "interleaved", 256**-0.5)]),
+    "Phi-4-mini": (PHI4_MINI, 32, [(10000.0, "longrope x32", 96, "half", 128**-0.5)]),
+    "Gemma-3-4B": (
+        GEMMA3_4B,
+        34,
+        [(1e4, None, 256, "half", 256**-0.5)] * 5 + [(1e6, "linear x8", 256, "half", 256**-0.5)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_configs_describe_rows(name):
+    config, n, pattern = PUBLISHED[name]
+    rows = describe(config)
+    assert [row["layer"] for row in rows] == list(range(n))
+    got = [(r["theta"], r["scaling"], r["rotary"], r["layout"], r["softmax_scale"]) for r in rows]
+    assert got == [pattern[i % len(pattern)] for i in range(n)]
+
+
+def test_qwen25_model_card_yarn_and_transformers_object_agree():
+    # the Qwen2.5 model card's long-context setting
+    yarn = {**QWEN25_7B, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}}
+    assert {row["scaling"] for row in describe(yarn)} == {"yarn x4"}
+    assert describe(
+        transformers.LlamaConfig(**{k: v for k, v in LLAMA_31_8B.items() if k != "model_type"})
+    ) == describe(LLAMA_31_8B)
+
+
+def test_format_description_shows_the_gemma3_pattern():
+    text = format_description(describe(GEMMA3_4B))
+    lines = text.splitlines()
+    assert lines[2].split()[:5] == ["0-4", "rope", "10000", "-", "256"]
+    assert lines[3].split()[:5] == ["5", "rope", "1e+06", "linear", "x8"]
+    assert lines[-1] == "pattern: the layers repeat every 6 (34 layers)"
+    assert len(lines) == 2 + 11 + 1  # header, rule, 11 runs (0-4, 5, ..., 29, 30-33), pattern
+
+
+def test_config_dict_reads_files_objects_and_dicts(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA_31_8B))
+    assert config_dict(path) == config_dict(str(path)) == config_dict(LLAMA_31_8B)
+    assert config_dict(GEMMA3_4B)["model_type"] == "gemma3_text"
+    with pytest.raises(ValueError, match="config path .*missing.json.* is not a file"):
+        config_dict(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="model_type 'gpt2' is not supported; supported: .*llama"):
+        from_hf_config({"model_type": "gpt2"})
+    with pytest.raises(ValueError, match="config has no 'num_attention_heads'"):
+        from_hf_config({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2})
+
+
+def test_bad_query_and_key_shapes_raise():
+    layer = from_hf_config(LLAMA_31_8B)[0]
+    q, k = torch.zeros(1, 32, 4, 128), torch.zeros(1, 8, 4, 128)
+    with pytest.raises(ValueError, match=r"position_ids must have shape \[batch, s_k\].*got \(1, 5\)"):
+        layer.scores(q, k, torch.arange(5)[None])
+    with pytest.raises(ValueError, match="a number of heads dividing q's"):
+        layer.scores(q, torch.zeros(1, 5, 4, 128), torch.arange(4))
+    with pytest.raises(ValueError, match=r"q must have shape \[batch, heads, seq_len, 128\]"):
+        layer.scores(torch.zeros(1, 32, 4, 64), k, torch.arange(4))
+
+
+def test_command_line_prints_the_table_and_fails_with_status_2(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3_4B))
+    run = [sys.executable, "-m", "posenc.describe"]
+    done = subprocess.run([*run, str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "pattern: the layers repeat every 6" in done.stdout
+    path.write_text(json.dumps({"model_type": "gpt2"}))
+    done = subprocess.run([*run, str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "model_type 'gpt2' is not supported" in done.stderr
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=30)
+@given(
+    name=st.sampled_from(["llama-default", "gpt_neox-partial", "qwen2", "mistral-head_dim"]), shift=st.integers(0, 200)
+)
+def test_scores_depend_on_relative_positions_only(name, shift):
+    config = CASES[name][0]()
+    layer = from_hf_config(config)[0]
+    q, k = qkv(config, getattr(config, "num_key_value_heads", None) or 4, layer.head_dim, s=6)
+    pos = positions(0, s=6)
+    torch.testing.assert_close(layer.scores(q, k, pos + shift), layer.scores(q, k, pos), atol=ATOL, rtol=ATOL)
+
+
+def test_format_description_rejects_rows_without_layers():
+    assert format_description([]) == "(no layers)"
+    with pytest.raises(ValueError, match=r"rows\[0\] must be a dict with a 'layer' key"):
+        format_description([{"scheme": "rope"}])
+    with pytest.raises(ValueError, match="rows must be a list of describe"):
+        format_description("rope")
