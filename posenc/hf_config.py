@@ -306,7 +306,7 @@ def from_hf_config(config) -> list:
         and softmax), ``apply(q, k, position_ids)`` and ``row()``.
 
     Raises:
-        ValueError: If ``model_type`` is missing or not one of :data:`FAMILIES`, or a field
+        ValueError: If ``model_type`` is missing or not one of ``FAMILIES``, or a field
             the family needs is missing or invalid.
     """
     cfg = config_dict(config)

@@ -1,18 +1,27 @@
-"""The section index the claims ledger (chapter 10) links into.
+"""The claims ledger of chapter 10: the section index it links into, and its rendering.
 
 Chapter 10 links every claim to the chapter section that decides it, with the section's
 heading as the link text. The headings are read from the chapters' MyST sources when the
 chapters are executed (``make notebooks``) and saved as ``data/sections.json``, so that the
 ledger renders the same from any directory, on Colab or Binder, where the sources of the
 other chapters are not at hand. A test checks the file against the sources.
+
+Each claim is rendered as one block (:func:`claim_block`): the document's own words and their
+translation, the claim as checked, the verdict, the reason, and what decides it: a chapter
+section, a test, a cited source.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
+from functools import partial
 
 from .data import data_path
+
+#: HTML-escape ``&``, ``<`` and ``>`` (quotes are left alone).
+_escape = partial(html.escape, quote=False)
 
 # TeX in headings, and what the link text shows instead
 TEX = [("\\pi", "π"), ("\\cdot", "·"), ("\\text{base}", "base"), ("\\times", "×"), ("$", ""), ("`", "")]
@@ -39,3 +48,68 @@ def section_titles(markdown: str) -> dict[str, str]:
 def chapter_sections() -> dict[str, dict[str, str]]:
     """``{chapter stem: {section id: heading}}`` for every chapter, as recorded."""
     return json.loads(data_path("sections.json").read_text(encoding="utf-8"))
+
+
+# The claims ledger, rendered: one block per claim -------------------------------------------------------
+
+#: Author-and-year labels of the sources the ledger's ``source`` fields name (keys of book/references.bib).
+SOURCES = {
+    "bengio1994learning": "Bengio et al., 1994",
+    "brown2020gpt3": "Brown et al., 2020",
+    "dai2019transformerxl": "Dai et al., 2019",
+    "gehring2017convs2s": "Gehring et al., 2017",
+    "haviv2022nope": "Haviv et al., 2022",
+    "press2022alibi": "Press et al., 2022",
+    "shaw2018self": "Shaw et al., 2018",
+    "tfmodelgarden2024positionalencoding": "TensorFlow Model Garden documentation, 2024",
+    "vaswani2017attention": "Vaswani et al., 2017",
+}
+
+#: The colour of each verdict, in the blocks and in chapter 10's bar chart.
+VERDICT_COLOURS = {"correct": "#4d9221", "wrong": "#c51b7d", "imprecise": "#e08214", "untestable": "#8c8c8c"}
+
+
+def first_line(claim: dict) -> int:
+    """The line of the seed file where a claim's quote starts, read from its ``location``."""
+    return int(re.search(r"lines? (\d+)", claim["location"]).group(1))
+
+
+def decided_by(claim: dict, sections: dict[str, dict[str, str]]) -> str:
+    """HTML: the chapter section that decides a claim, linked, then its test and its source."""
+    stem, _, anchor = claim["chapter"].partition("#")
+    number = int(stem[:2])
+    if claim.get("pending"):
+        return f"chapter {number} (pending)"
+    title = _escape(sections[stem].get(anchor, ""))
+    parts = [f'<a href="{stem}.html#{anchor}">chapter {number}: {title}</a>']
+    if claim["test"]:
+        test = _escape(claim["test"]).replace("_", "_<wbr>").replace("::", "::<wbr>")
+        parts.append(f"test <code>{test}</code>")
+    if claim.get("source"):
+        parts.append(f"source: {_escape(SOURCES.get(claim['source'], claim['source']))}")
+    return " · ".join(parts)
+
+
+def claim_block(claim: dict, sections: dict[str, dict[str, str]]) -> str:
+    """HTML for one claim: the quote and its translation, the claim checked, the verdict, why, what decides it."""
+    colour = VERDICT_COLOURS[claim["verdict"]]
+    head = (
+        f"<b>{claim['id']}</b> · <small>{_escape(claim['location'])}</small> · "
+        f'<b style="color: {colour}">{claim["verdict"]}</b>'
+    )
+    text = _escape(claim["quote"])
+    if "\\" in claim["quote"] or "$" in claim["quote"]:  # the seed's TeX source, shown as written
+        text = f"<code>{text}</code>"
+    quote = f'<div lang="zh" style="margin: 0.3em 0; font-size: 1.05em">「{text}」</div>'
+    translation = f'<div style="margin-bottom: 0.3em"><i>{_escape(claim["translation"])}</i></div>'
+    checked = f"<div><b>Claim:</b> {_escape(claim['claim'])}</div>"
+    why = f"<details><summary>why</summary>{_escape(claim['reason'])}</details>"
+    where = f'<div style="font-size: 0.85em">Decided by {decided_by(claim, sections)}</div>'
+    style = f"border-left: 4px solid {colour}; padding: 0.1em 0 0.1em 0.8em; margin: 0 0 1em 0"
+    return f'<div id="claim-{claim["id"]}" style="{style}">{head}{quote}{translation}{checked}{why}{where}</div>'
+
+
+def ledger_html(claims: list[dict], seed: str, sections: dict[str, dict[str, str]]) -> str:
+    """HTML for one document's claims, in the order of its text."""
+    ours = sorted((c for c in claims if c["seed"] == seed), key=lambda c: (first_line(c), c["id"]))
+    return "".join(claim_block(c, sections) for c in ours)

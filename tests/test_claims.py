@@ -1,9 +1,10 @@
-"""The claims ledger, posenc_book/data/claims.yaml: its schema, the chapters it points to, and the tests it names, which
-must exist and pass."""
+"""The claims ledger, posenc_book/data/claims.yaml: its schema, the quotes (found in the source documents), the
+chapters it points to, the sources it cites, and the tests it names, which must exist and pass."""
 
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -16,14 +17,32 @@ import yaml
 from chapters import ROOT, toc_files
 from docutils.nodes import make_id
 
+from posenc_book.ledger import SOURCES
+
 LEDGER = ROOT / "posenc_book" / "data" / "claims.yaml"
 CLAIMS = yaml.safe_load(LEDGER.read_text(encoding="utf-8"))
 IDS = [claim["id"] for claim in CLAIMS]
 SEEDS = ("000", "001", "002", "003", "004")
 VERDICTS = ("correct", "wrong", "imprecise", "untestable")
-REQUIRED = {"id", "seed", "section", "claim", "verdict", "reason", "chapter", "test"}
+REQUIRED = {"id", "seed", "location", "quote", "translation", "claim", "verdict", "reason", "chapter", "test"}
+OPTIONAL = {"source", "pending"}
 NODE_ID = re.compile(r"^(tests/test_\w+\.py)::(test_\w+)$")
 CHAPTER = re.compile(r"^(\d\d_[a-z0-9_]+)(?:#([a-z0-9-]+))?$")
+LOCATION = re.compile(r"^(?P<where>\S.*), lines? (?P<first>\d+)(?:-(?P<last>\d+))?$")
+BIB_KEYS = set(re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "book" / "references.bib").read_text(encoding="utf-8"), re.M))
+
+
+def seeds_dir() -> Path | None:
+    """The five source documents, NNN_<hash>.txt: $POSENC_SEEDS, or the shared folder beside the checkout."""
+    for folder in (os.environ.get("POSENC_SEEDS"), ROOT.parent / "shared" / "seeds", ROOT / "seeds"):
+        if folder and all(len(list(Path(folder).glob(f"{seed}_*.txt"))) == 1 for seed in SEEDS):
+            return Path(folder)
+    return None
+
+
+def normalise(text: str) -> str:
+    """Runs of whitespace (line breaks included) become one space; nothing else changes."""
+    return " ".join(text.split())
 
 
 def chapter_stem(claim: dict) -> str:
@@ -50,9 +69,10 @@ def test_ledger_schema():
     assert isinstance(CLAIMS, list) and len(CLAIMS) >= 25
     for claim in CLAIMS:
         assert isinstance(claim, dict), claim
-        assert REQUIRED <= set(claim) <= REQUIRED | {"pending"}, (claim.get("id"), set(claim) ^ REQUIRED)
-        for key in ("id", "seed", "section", "claim", "reason", "chapter"):
+        assert REQUIRED <= set(claim) <= REQUIRED | OPTIONAL, (claim.get("id"), set(claim) ^ REQUIRED)
+        for key in ("id", "seed", "location", "quote", "translation", "claim", "reason", "chapter"):
             assert isinstance(claim[key], str) and claim[key].strip(), (claim["id"], key)
+        assert LOCATION.match(claim["location"]), (claim["id"], claim["location"], "want '<section>, line N'")
         assert claim["seed"] in SEEDS, claim["id"]
         assert re.fullmatch(rf"{claim['seed']}-\d\d", claim["id"]), claim["id"]
         assert claim["verdict"] in VERDICTS, (claim["id"], claim["verdict"])
@@ -67,6 +87,29 @@ def test_ids_are_unique_and_in_order():
     for seed in SEEDS:  # every document has claims, numbered 01, 02, ... without gaps
         numbers = [int(i[4:]) for i in IDS if i.startswith(seed)]
         assert numbers == list(range(1, len(numbers) + 1)), seed
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=IDS)
+def test_quote_is_the_seed_text_at_its_location(claim):
+    """The quote occurs verbatim (whitespace aside) in its document, on the lines its location names."""
+    quote = normalise(claim["quote"])
+    assert re.search(r"[\u4e00-\u9fff]", claim["quote"]) or re.search(r"[=(#|]", quote), (
+        f"{claim['id']}: quote the document's own Chinese sentence, formula or line of code"
+    )
+    folder = seeds_dir()
+    if folder is None:
+        pytest.skip("the source documents are not here: set POSENC_SEEDS to the folder of 000_*.txt ... 004_*.txt")
+    (path,) = folder.glob(f"{claim['seed']}_*.txt")
+    text = path.read_text(encoding="utf-8")
+    assert quote in normalise(text), f"{claim['id']}: quote not found in {path.name}: {claim['quote']!r}"
+    match = LOCATION.match(claim["location"])
+    first, last = int(match["first"]), int(match["last"] or match["first"])
+    lines = text.splitlines()
+    assert 1 <= first <= last <= len(lines), (claim["id"], claim["location"])
+    assert quote in normalise(" ".join(lines[first - 1 : last])), (
+        f"{claim['id']}: the quote is not on line(s) {first}-{last} of {path.name}"
+    )
+    assert quote not in normalise(" ".join(lines[first:last])), f"{claim['id']}: it starts after line {first}"
 
 
 def test_every_verdict_occurs():
@@ -90,14 +133,23 @@ def test_chapter_exists_unless_pending(claim):
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=IDS)
-def test_testable_claims_name_a_test_that_exists(claim):
+def test_verdicts_name_what_decides_them(claim):
+    """A verdict other than untestable names a test, a source or both; an untestable one names neither."""
+    source = claim.get("source")
+    if source is not None:
+        assert isinstance(source, str) and source in BIB_KEYS, f"{claim['id']}: no entry {source!r} in references.bib"
     if not is_testable(claim):
-        assert claim["test"] is None and not claim.get("pending"), f"{claim['id']}: untestable, so no test"
+        assert claim["test"] is None and source is None and not claim.get("pending"), (
+            f"{claim['id']}: untestable means neither a test nor a source decides it"
+        )
         return
     if claim.get("pending"):
         assert claim["test"] is None, f"{claim['id']}: pending claims name their test once decided"
         return
-    match = NODE_ID.match(claim["test"] or "")
+    assert claim["test"] is not None or source is not None, f"{claim['id']}: name a test or a source"
+    if claim["test"] is None:
+        return
+    match = NODE_ID.match(claim["test"])
     assert match, f"{claim['id']}: test must be a node id tests/test_x.py::test_name, got {claim['test']!r}"
     path = ROOT / match.group(1)
     assert path.exists(), f"{claim['id']}: no file {match.group(1)}"
@@ -106,6 +158,11 @@ def test_testable_claims_name_a_test_that_exists(claim):
         node.name for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.FunctionDef)
     }
     assert match.group(2) in functions, f"{claim['id']}: {match.group(1)} defines no {match.group(2)}"
+
+
+def test_some_verdicts_rest_on_the_literature_alone():
+    literature = [c["id"] for c in CLAIMS if is_testable(c) and c["test"] is None]
+    assert literature and all(CLAIMS[IDS.index(i)]["source"] for i in literature)
 
 
 def test_named_tests_pass(tmp_path):
@@ -142,3 +199,12 @@ def test_the_chapter_shows_every_claim():
     assert not missing, f"claims missing from the committed chapter 10: {missing}; re-run it"
     source = (ROOT / "book" / "md_src" / "10_claims.md").read_text(encoding="utf-8")
     assert 'data_path("claims.yaml")' in source
+
+
+def test_every_source_has_a_label_with_its_year():
+    """Chapter 10 shows a source as author and year; the label's year is the bibliography's."""
+    bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
+    for key in {c["source"] for c in CLAIMS if c.get("source")}:
+        assert key in SOURCES, f"add a label for {key} to posenc_book.ledger.SOURCES"
+        year = re.search(rf"@\w+\{{{key},.*?year\s*=\s*\{{(\d{{4}})\}}", bib, re.S).group(1)
+        assert SOURCES[key].endswith(year), (key, SOURCES[key], year)
