@@ -8,7 +8,9 @@ broadcasting error from deep inside torch.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -268,3 +270,39 @@ def check_rope_args(x, cos, sin, layout: str, *, inplace: bool = False) -> None:
         )
     if inplace and torch.is_grad_enabled() and x.requires_grad and x.is_leaf:
         raise ValueError("inplace=True cannot overwrite x: a leaf tensor that requires grad")
+
+
+def check_output_file(
+    path: Path, *, force: bool, replaceable: bool = False, hint: str = "", exists_note: str = ""
+) -> Path:
+    """Make sure a command can write ``path`` at the end of its work: check it now, before the work.
+
+    Creates the folder and writes (then removes) a trial file in it. Shared by the
+    command lines of :mod:`posenc.experiments` and :mod:`posenc.benchmark`.
+
+    Args:
+        path: The output file.
+        force: Replace an existing file.
+        replaceable: The existing file may be replaced without ``force`` (a partial file of the same command).
+        hint: Appended to the message for a directory (for example a file name to suggest).
+        exists_note: Appended to "exists" in the message for an existing file.
+
+    Raises:
+        ValueError: If ``path`` is a directory, exists without ``force``, or its folder
+            cannot be created or written to.
+    """
+    if path.is_dir():
+        raise ValueError(f"--out {path} is a directory; give a file name{hint}")
+    if path.exists() and not force and not replaceable:
+        raise ValueError(f"--out {path} exists{exists_note}; pass --force to replace it")
+    trial = path.parent / f".{path.name}.{os.getpid()}.trial"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        trial.open("x").close()
+        trial.unlink()
+    except (FileExistsError, NotADirectoryError) as err:  # a file where a folder should be
+        raise ValueError(f"--out {path} cannot be written: {err.filename} is a file, not a folder") from None
+    except OSError as err:
+        where = f"writing in {path.parent}" if err.filename == str(trial) else f"creating {err.filename}"
+        raise ValueError(f"--out {path} cannot be written: {err.strerror or err} ({where})") from None
+    return path

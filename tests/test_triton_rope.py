@@ -148,13 +148,8 @@ def test_positions_past_float32_integers_are_refused_not_rounded():
         RotaryEmbedding(8, backend="triton")(q, k, offset=2**25 + 3)
 
 
-def test_auto_leaves_positions_past_the_kernels_range_to_the_torch_path(monkeypatch):
-    import posenc.rotary
-
-    calls = []
-    real = triton_rope.rope_qk_triton
-    monkeypatch.setattr(posenc.rotary, "_triton_ready", lambda tensors: True)  # as if on a CUDA device
-    monkeypatch.setattr(triton_rope, "rope_qk_triton", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+def test_auto_leaves_positions_past_the_kernels_range_to_the_torch_path(triton_calls):
+    calls = triton_calls
     q, k = qk(1, 2, 1, 3, 8, torch.float32)
     module = RotaryEmbedding(8)
     far = torch.tensor([0, 5, 2**25 + 3])
@@ -386,13 +381,20 @@ def test_auto_uses_torch_for_cpu_tensors(monkeypatch):
     apply_rope(q, cos, sin)
 
 
-def test_auto_uses_triton_when_tensors_qualify(monkeypatch):
+@pytest.fixture
+def triton_calls(monkeypatch):
+    """Pretend the tensors are on a CUDA device; count the calls that reach the fused kernel."""
     import posenc.rotary
 
     calls = []
     real = triton_rope.rope_qk_triton
     monkeypatch.setattr(posenc.rotary, "_triton_ready", lambda tensors: True)  # as if on a CUDA device
     monkeypatch.setattr(triton_rope, "rope_qk_triton", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    return calls
+
+
+def test_auto_uses_triton_when_tensors_qualify(triton_calls):
+    calls = triton_calls
     q, k = qk(1, 2, 1, 3, 8, torch.float32)
     RotaryEmbedding(8)(q, k)
     assert calls == [1]

@@ -12,14 +12,13 @@ the failed cases are listed and the exit status is 1.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from .._checks import check_positive_number
+from .._checks import check_output_file, check_positive_number
 from .results import default_path, record_line, save_results, summary_table
 from .rope_impls import ROPE_IMPL_NAMES
 from .run import OPS, device_info, resolve_device, run_benchmark
@@ -56,21 +55,7 @@ def _out_path(out: str | None, device: torch.device, force: bool) -> Path:
         path = default_path({"device": device_info(device)}, out or ".")
     else:
         path = Path(out)
-    if path.is_dir():
-        raise ValueError(f"--out {path} is a directory; give a file name")
-    if path.exists() and not force:
-        raise ValueError(f"--out {path} exists; pass --force to replace it")
-    trial = path.parent / f".{path.name}.{os.getpid()}.trial"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        trial.open("x").close()
-        trial.unlink()
-    except (FileExistsError, NotADirectoryError) as err:  # a file where a folder should be
-        raise ValueError(f"--out {path} cannot be written: {err.filename} is a file, not a folder") from None
-    except OSError as err:
-        where = f"writing in {path.parent}" if err.filename == str(trial) else f"creating {err.filename}"
-        raise ValueError(f"--out {path} cannot be written: {err.strerror or err} ({where})") from None
-    return path
+    return check_output_file(path, force=force)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

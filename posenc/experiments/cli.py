@@ -25,13 +25,12 @@ and the message says how many. The finished file has no ``"complete"`` key.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._checks import check_positive_int
+from .._checks import check_output_file, check_positive_int
 from .extrapolation import DEFAULT_OUT, ExperimentConfig, run_experiments
 from .results import is_partial_file, save_document
 from .tasks import TASKS
@@ -127,21 +126,9 @@ def _check_out(out: Path, *, force: bool) -> Path:
             file of this command) without ``force``, or its folder cannot be
             created or written to.
     """
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a directory; give a file name, such as {out / DEFAULT_OUT.name}")
-    if out.exists() and not force and not is_partial_file(out):
-        raise ValueError(f"--out {out} exists and is not a partial file of this command; pass --force to replace it")
-    trial = out.parent / f".{out.name}.{os.getpid()}.trial"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        trial.open("x").close()
-        trial.unlink()
-    except (FileExistsError, NotADirectoryError) as err:  # a file where a folder should be
-        raise ValueError(f"--out {out} cannot be written: {err.filename} is a file, not a folder") from None
-    except OSError as err:
-        where = f"writing in {out.parent}" if err.filename == str(trial) else f"creating {err.filename}"
-        raise ValueError(f"--out {out} cannot be written: {err.strerror or err} ({where})") from None
-    return out
+    hint = f", such as {out / DEFAULT_OUT.name}"
+    note = " and is not a partial file of this command"
+    return check_output_file(out, force=force, replaceable=is_partial_file(out), hint=hint, exists_note=note)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
