@@ -10,11 +10,14 @@ from chapters import ROOT
 
 from posenc import (
     ExperimentConfig,
+    ShiftTask,
     TinyConfig,
+    TinyTransformer,
     experiment_summary,
     load_experiments,
     run_experiments,
     train_and_evaluate,
+    train_tiny,
 )
 from posenc.experiments import ALL_SCHEMES, DEFAULT_OUT, SCHEMA, build_task, main
 
@@ -58,7 +61,7 @@ def cli_results(tmp_path_factory):
 
 def test_cli_writes_the_documented_schema(cli_results):
     document = json.loads(cli_results.read_text(encoding="utf-8"))
-    assert document["schema"] == SCHEMA == "posenc.experiments/1"
+    assert document["schema"] == SCHEMA == "posenc.experiments/2"
     assert set(document) == {"schema", "config", "environment", "runs"}
     assert (
         document["config"]
@@ -83,9 +86,16 @@ def test_cli_writes_the_documented_schema(cli_results):
         "final_loss",
         "evaluations",
         "train_seconds",
+        "steps_trained",
+        "converged_at",
+        "checkpoints",
     }
     for run in runs:
         assert set(run) == keys
+        assert run["steps_trained"] == 4 and run["converged_at"] is None
+        assert run["checkpoints"] == [
+            {"step": 4, "loss": run["checkpoints"][0]["loss"], "evaluations": run["evaluations"]}
+        ]
         assert run["final_loss"] == run["losses"][-1] and all(math.isfinite(x) for x in run["losses"])
         lengths = [(e["multiplier"], e["length"]) for e in run["evaluations"]]
         assert lengths == [(1, 4), (2, 8)]
@@ -243,7 +253,7 @@ def test_bad_calls(tmp_path):
         ExperimentConfig.from_dict({"epochs": 3})
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps({"schema": "other/1"}))
-    with pytest.raises(ValueError, match=r"not a posenc experiments file: schema must be 'posenc.experiments/1'"):
+    with pytest.raises(ValueError, match=r"not a posenc experiments file: schema must be 'posenc.experiments/2'"):
         load_experiments(wrong)
     with pytest.raises(ValueError, match=r"results must be a document of schema"):
         experiment_summary({"runs": []})
@@ -344,3 +354,60 @@ def test_nobody_extrapolates_lookup(saved):
         ceiling = 16 / n + (1 - 16 / n) / 16
         assert all(cells["lookup", s, n]["max"] <= ceiling for s in config.schemes if s != "learned")
         assert all(cells["lookup", s, n]["max"] < 0.2 for s in RELATIVE)
+
+
+# --- budgets: checkpoints, the constant schedule, convergence ------------------------------------
+
+
+def test_with_a_constant_rate_a_checkpoint_is_the_shorter_budget_bit_for_bit():
+    config = ExperimentConfig(schemes=("rope",), tasks=("shift",), seeds=(0,), schedule="constant", **TINY)
+    long = config.replace(steps=8, checkpoints=(4,))
+    short_record, _ = train_and_evaluate(config, "rope", "shift", 0)  # 4 steps
+    long_record, _ = train_and_evaluate(long, "rope", "shift", 0)
+    assert [c["step"] for c in long_record["checkpoints"]] == [4, 8] and long_record["steps_trained"] == 8
+    assert long_record["checkpoints"][0]["evaluations"] == short_record["evaluations"]
+    # with the cosine decay the learning rate of step 4 depends on the budget: another run
+    cosine = ExperimentConfig(schemes=("rope",), tasks=("shift",), seeds=(0,), **(TINY | {"warmup": 1}))
+    short_cosine = train_and_evaluate(cosine, "rope", "shift", 0)[0]
+    long_cosine = train_and_evaluate(cosine.replace(steps=8, checkpoints=(4,)), "rope", "shift", 0)[0]
+    assert long_cosine["checkpoints"][0]["loss"] != short_cosine["checkpoints"][0]["loss"]
+
+
+def test_a_converged_run_trains_one_checkpoint_more_and_stops():
+    base = dict(TINY, steps=12, checkpoints=(3, 6, 9))
+    config = ExperimentConfig(schemes=("rope",), tasks=("shift",), seeds=(0,), converged_loss=100.0, **base)
+    record, _ = train_and_evaluate(config, "rope", "shift", 0)
+    assert record["converged_at"] == 3 and record["steps_trained"] == 6
+    assert [c["step"] for c in record["checkpoints"]] == [3, 6]
+    assert record["evaluations"] == record["checkpoints"][-1]["evaluations"]
+    never, _ = train_and_evaluate(config.replace(converged_loss=0.0), "rope", "shift", 0)
+    assert never["converged_at"] is None and never["steps_trained"] == 12
+    assert [c["step"] for c in never["checkpoints"]] == [3, 6, 9, 12]
+    assert never["final_loss"] == never["losses"][-1]
+
+
+def test_a_callback_can_stop_training():
+    model = TinyTransformer(TinyConfig(16, dim=16, num_heads=2, num_layers=1))
+    seen = []
+    losses = train_tiny(
+        model, ShiftTask(), steps=10, length=4, batch_size=4, callback=lambda s, ls: seen.append(s) or s == 3
+    )
+    assert len(losses) == 3 and seen == [1, 2, 3] and not model.training
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"checkpoints": (200, 100)}, r"checkpoints must be ascending steps, each <= steps = 300, got \[200, 100\]"),
+        ({"checkpoints": (400,)}, r"checkpoints must be ascending steps, each <= steps = 300, got \[400\]"),
+        ({"checkpoints": (0,)}, r"checkpoints must be >= 1, got 0"),
+        ({"checkpoints": "100"}, r"checkpoints must be a list of steps, got '100'"),
+        ({"converged_loss": -0.1}, r"converged_loss must be a finite number >= 0, got -0\.1"),
+        ({"converged_loss": float("nan")}, r"converged_loss must be a finite number >= 0, got nan"),
+        ({"converged_loss": True}, r"converged_loss must be a number >= 0, got True"),
+        ({"schedule": "linear"}, r"schedule must be one of 'cosine', 'constant'; got 'linear'"),
+    ],
+)
+def test_bad_budgets(change, message):
+    with pytest.raises(ValueError, match=message):
+        ExperimentConfig(**change)

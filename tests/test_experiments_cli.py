@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from posenc import ExperimentConfig, TinyConfig, TinyTransformer, experiment_summary, load_experiments, train_tiny
-from posenc.experiments import SCHEMA, ReverseTask, extrapolation, main
+from posenc.experiments import SCHEMA, ReverseTask, extrapolation, main, runner
 
 TINY = ["--steps", "2", "--dim", "8", "--num-heads", "2", "--num-layers", "1", "--batch-size", "4"]
 TINY += ["--train-length", "4", "--multipliers", "1", "2", "--num-examples", "8", "--tasks", "shift", "--quiet"]
@@ -183,7 +183,7 @@ def test_parallel_runs_stop_at_the_first_failure():
         return {"seed": seed}
 
     with pytest.raises(RuntimeError, match="seed 0 fails"):
-        extrapolation._run_pool(ThreadPoolExecutor(2), run, None, jobs, lambda job, r: recorded.append(job[2]))
+        runner._run_pool(ThreadPoolExecutor(2), run, None, jobs, lambda job, r: recorded.append(job[2]))
     assert len(started) < len(jobs)  # without the cancel every job would have run before the error
     assert sorted(recorded) == sorted(started)[1:]  # all that ran, but the failing one
 

@@ -11,12 +11,16 @@
 * :mod:`~posenc.experiments.extrapolation`: the length extrapolation
   experiments of chapter 8.
 * :mod:`~posenc.experiments.results`: their JSON documents, read and summarised.
+* :mod:`~posenc.experiments.runner`: many runs at once, in worker processes.
+* :mod:`~posenc.experiments.corpus` and :mod:`~posenc.experiments.text`: the
+  character-level language model on real text, evaluated at longer inputs.
 * :mod:`~posenc.experiments.cli`: ``python -m posenc.experiments``.
 
 It builds on the encodings of :mod:`posenc`; no encoding imports it.
 """
 
 from .cli import main
+from .corpus import OTHER, VOCAB, VOCAB_SIZE, TextCorpus, TextTask, decode_text, encode_text, stdlib_corpus
 from .extrapolation import ALL_SCHEMES, DEFAULT_OUT, ExperimentConfig, build_task, run_experiments, train_and_evaluate
 from .model import TinyAttention, TinyBlock, TinyConfig, TinyTransformer
 from .registry import (
@@ -40,15 +44,28 @@ from .schemes import (
     T5Scheme,
 )
 from .tasks import IGNORE, TASKS, LookupTask, ReverseTask, ShiftTask, Task, TaskBatch, make_task
-from .train import deterministic, tiny_accuracy, tiny_accuracy_by_position, train_tiny
+from .text import TEXT_SCHEMA, TextConfig, evaluate_text, load_text_results, run_text_experiment, text_summary
+from .train import (
+    SCHEDULES,
+    deterministic,
+    tiny_accuracy,
+    tiny_accuracy_by_position,
+    train_tiny,
+    train_with_checkpoints,
+)
 
 __all__ = [
     "ALL_SCHEMES",
     "COMMON_KEYWORDS",
     "DEFAULT_OUT",
     "IGNORE",
+    "OTHER",
+    "SCHEDULES",
     "SCHEMA",
     "TASKS",
+    "TEXT_SCHEMA",
+    "VOCAB",
+    "VOCAB_SIZE",
     "ALiBiScheme",
     "ExperimentConfig",
     "LearnedScheme",
@@ -65,24 +82,35 @@ __all__ = [
     "T5Scheme",
     "Task",
     "TaskBatch",
+    "TextConfig",
+    "TextCorpus",
+    "TextTask",
     "TinyAttention",
     "TinyBlock",
     "TinyConfig",
     "TinyTransformer",
     "build_task",
     "check_scheme_options",
+    "decode_text",
     "deterministic",
+    "encode_text",
     "environment",
+    "evaluate_text",
     "experiment_summary",
     "load_experiments",
+    "load_text_results",
     "main",
     "make_position_scheme",
     "make_task",
     "position_schemes",
     "register_position_scheme",
     "run_experiments",
+    "run_text_experiment",
+    "stdlib_corpus",
+    "text_summary",
     "tiny_accuracy",
     "tiny_accuracy_by_position",
     "train_and_evaluate",
     "train_tiny",
+    "train_with_checkpoints",
 ]

@@ -2,11 +2,15 @@
 
 ::
 
-    python -m posenc.experiments --seeds 0 1 2 3 4 --jobs 2 --out posenc_book/data/experiments.json --force
+    python -m posenc.experiments --steps 8000 --checkpoints 250 500 1000 2000 4000 \\
+        --schedule constant --lr 3e-3 --warmup 100 --converged-loss 0.01 \\
+        --jobs 2 --out posenc_book/data/experiments.json --force
 
 trains one tiny Transformer per position scheme, task and seed, evaluates it
 at multiples of the training length, shows a progress bar on stderr (tqdm)
 and writes the results with their configuration, versions and date as JSON.
+``python -m posenc.experiments text [options]`` runs the real-text
+experiment instead (:mod:`posenc.experiments.text`; ``text --help``).
 ``--help`` lists the options; their defaults are those of
 :class:`posenc.ExperimentConfig`, except ``--out``, ``experiments.json`` in the
 current directory. ``python -m posenc.experiments`` runs :func:`main`
@@ -25,6 +29,7 @@ and the message says how many. The finished file has no ``"complete"`` key.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import traceback
 from collections.abc import Sequence
@@ -34,6 +39,8 @@ from .._checks import check_output_file, check_positive_int
 from .extrapolation import DEFAULT_OUT, ExperimentConfig, run_experiments
 from .results import is_partial_file, save_document
 from .tasks import TASKS
+from .text import TextConfig, run_text_experiment
+from .train import SCHEDULES
 
 __all__ = ["main"]
 
@@ -88,17 +95,42 @@ def _parser() -> argparse.ArgumentParser:
             help=f"default: {getattr(defaults, name)}",
         )
     parser.add_argument("--lr", type=float, default=defaults.lr, help=f"peak learning rate (default: {defaults.lr})")
+    _add_budget_options(parser, defaults)
     _add_run_options(parser)
     return parser
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
+def _add_budget_options(parser: argparse.ArgumentParser, defaults: ExperimentConfig) -> None:
+    """The options that decide how long a run trains and where it is evaluated."""
+    parser.add_argument(
+        "--checkpoints",
+        nargs="*",
+        type=int,
+        default=list(defaults.checkpoints),
+        metavar="STEP",
+        help="steps at which each run is also evaluated, ascending, each <= --steps (default: none)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=defaults.schedule,
+        help="learning rate after the warm-up: cosine decay to 0, or constant (default: cosine)",
+    )
+    parser.add_argument(
+        "--converged-loss",
+        type=float,
+        default=defaults.converged_loss,
+        help="stop a run one checkpoint after its mean training loss falls below this (default: 0, never)",
+    )
+
+
+def _add_run_options(parser: argparse.ArgumentParser, out: Path = DEFAULT_OUT) -> None:
     """The options that change how the experiment runs and is saved, not its results."""
     parser.add_argument(
         "--out",
         type=Path,
-        default=DEFAULT_OUT,
-        help=f"output JSON file (default: {DEFAULT_OUT}); rewritten after every run; an existing file is "
+        default=out,
+        help=f"output JSON file (default: {out}); rewritten after every run; an existing file is "
         "replaced only with --force, or if it is a partial file of this command",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing --out file")
@@ -139,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs finished by then are in ``--out``); 2 on a bad option, before
         any training.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["text"]:
+        return _text_main(argv[1:])
     parser = _parser()
     args = vars(parser.parse_args(argv))
     out, quiet, jobs, force = args.pop("out"), args.pop("quiet"), args.pop("jobs"), args.pop("force")
@@ -157,6 +192,55 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         results = run_experiments(config, progress=not quiet, jobs=jobs, on_run=save)
+    except (Exception, KeyboardInterrupt) as err:
+        return _stopped(err, out, saved)
+    save_document(results, out)
+    if not quiet:
+        print(f"wrote {len(results['runs'])} runs to {out}", file=sys.stderr)
+    return 0
+
+
+def _text_parser() -> argparse.ArgumentParser:
+    defaults = TextConfig()
+    parser = argparse.ArgumentParser(
+        prog="python -m posenc.experiments text",
+        description="Train one character-level language model per position scheme and seed on the Python standard "
+        "library's sources; evaluate bits per character at multiples of the training length; write JSON.",
+    )
+    for field in dataclasses.fields(TextConfig):
+        default = getattr(defaults, field.name)
+        option = f"--{field.name.replace('_', '-')}"
+        if isinstance(default, tuple):
+            kind = str if field.name == "schemes" else int
+            parser.add_argument(option, nargs="+", type=kind, default=list(default), help=f"default: {list(default)}")
+        elif field.name == "schedule":
+            parser.add_argument(option, choices=SCHEDULES, default=default, help=f"default: {default}")
+        else:
+            parser.add_argument(option, type=type(default), default=default, help=f"default: {default}")
+    _add_run_options(parser, Path("text_lm.json"))
+    return parser
+
+
+def _text_main(argv: list[str]) -> int:
+    """``python -m posenc.experiments text``: as :func:`main`, for :func:`run_text_experiment`."""
+    parser = _text_parser()
+    args = vars(parser.parse_args(argv))
+    out, quiet, jobs, force = args.pop("out"), args.pop("quiet"), args.pop("jobs"), args.pop("force")
+    try:
+        config = TextConfig(**args)
+        check_positive_int("jobs", jobs)
+        check_output_file(out, force=force, replaceable=False, hint=f", such as {out / 'text_lm.json'}")
+    except ValueError as err:
+        parser.error(str(err))
+    saved = 0
+
+    def save(document: dict) -> None:
+        nonlocal saved
+        save_document(document, out)
+        saved = len(document["runs"])
+
+    try:
+        results = run_text_experiment(config, progress=not quiet, jobs=jobs, on_run=save)
     except (Exception, KeyboardInterrupt) as err:
         return _stopped(err, out, saved)
     save_document(results, out)

@@ -33,13 +33,9 @@ failure or Ctrl-C keeps the runs done so far::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import multiprocessing
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,8 +45,9 @@ from .._checks import check_choice, check_heads, check_nonnegative_int, check_po
 from .model import TinyConfig, TinyTransformer
 from .registry import make_position_scheme, position_schemes
 from .results import SCHEMA, environment
+from .runner import progress_bar, run_jobs
 from .tasks import TASKS, Task, make_task
-from .train import tiny_accuracy, train_tiny
+from .train import SCHEDULES, tiny_accuracy, train_with_checkpoints
 
 __all__ = ["ALL_SCHEMES", "DEFAULT_OUT", "ExperimentConfig", "build_task", "run_experiments", "train_and_evaluate"]
 
@@ -84,7 +81,7 @@ class ExperimentConfig:
     holds the model's sizes (``causal``, ``dim``, ``num_heads``,
     ``num_layers``); ``model_config`` makes the :class:`posenc.TinyConfig` of
     one run from them. The fields are those of the saved JSON documents
-    (schema ``posenc.experiments/1``), in the same order.
+    (schema ``posenc.experiments/2``), in the same order.
 
     Args:
         schemes: Registered position schemes (:func:`posenc.position_schemes`).
@@ -92,7 +89,7 @@ class ExperimentConfig:
             with their defaults (16 symbols; ``lookup`` with ``max_length``
             the longest evaluation length).
         seeds: Seeds, >= 0; a seed sets the initial weights and the batches.
-        steps: Optimizer steps per run.
+        steps: Optimizer steps per run, at most.
         train_length: Data tokens of every training input.
         multipliers: Evaluation lengths as multiples of ``train_length``.
         causal: Causal (decoder-style) attention; the default, as in the
@@ -106,6 +103,17 @@ class ExperimentConfig:
         num_examples: Evaluation examples per length.
         eval_seed: Seed of the evaluation examples (differs from the
             training seeds).
+        checkpoints: Steps at which a run is evaluated besides its last,
+            ascending, each <= ``steps``. With ``schedule="constant"`` the
+            checkpoint at step ``n`` is the model a budget of ``n`` steps
+            gives, so one run shows accuracy against budget.
+        schedule: Learning rate after the warm-up, ``"cosine"`` (decay to
+            0 at ``steps``) or ``"constant"``.
+        converged_loss: A run has converged at the first checkpoint where
+            its mean training loss over the last 50 steps is
+            below this; it then trains on to the next checkpoint, a control
+            that more training changes nothing, and stops there. 0 (the
+            default): every run trains all ``steps``.
 
     Raises:
         ValueError: On an unknown scheme or task, a repeated or negative
@@ -128,6 +136,9 @@ class ExperimentConfig:
     warmup: int = 20
     num_examples: int = 512
     eval_seed: int = 12345
+    checkpoints: tuple[int, ...] = ()
+    schedule: str = "cosine"
+    converged_loss: float = 0.0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise lists to tuples in place
@@ -143,8 +154,30 @@ class ExperimentConfig:
         if not isinstance(self.causal, bool):
             raise ValueError(f"causal must be True or False, got {self.causal!r}")
         check_positive_number("lr", self.lr)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        self._check_checkpoints()
+        if isinstance(self.converged_loss, bool) or not isinstance(self.converged_loss, (int, float)):
+            raise ValueError(f"converged_loss must be a number >= 0, got {self.converged_loss!r}")
+        if not 0 <= self.converged_loss < float("inf"):
+            raise ValueError(f"converged_loss must be a finite number >= 0, got {self.converged_loss!r}")
         check_heads(self.dim, self.num_heads)
         _check_schemes_build(self)
+
+    def _check_checkpoints(self) -> None:
+        """Normalise ``checkpoints`` to a tuple; raise unless ascending positive ints, each <= ``steps``."""
+        values = self.checkpoints
+        if isinstance(values, str) or not isinstance(values, Sequence):
+            raise ValueError(f"checkpoints must be a list of steps, got {values!r}")
+        for value in values:
+            check_positive_int("checkpoints", value)
+        if list(values) != sorted(set(values)) or (values and values[-1] > self.steps):
+            raise ValueError(f"checkpoints must be ascending steps, each <= steps = {self.steps}, got {list(values)}")
+        object.__setattr__(self, "checkpoints", tuple(values))
+
+    @property
+    def evaluation_steps(self) -> tuple[int, ...]:
+        """The steps at which a run is evaluated: ``checkpoints`` and ``steps``."""
+        return tuple(sorted(set(self.checkpoints) | {self.steps}))
 
     @property
     def eval_lengths(self) -> tuple[int, ...]:
@@ -260,16 +293,7 @@ def train_and_evaluate(config: ExperimentConfig, scheme: str, task: str, seed: i
     the_task = build_task(config, task)
     model = TinyTransformer(config.model_config(scheme, the_task, seed))
     start = time.perf_counter()
-    losses = train_tiny(
-        model,
-        the_task,
-        steps=config.steps,
-        length=config.train_length,
-        batch_size=config.batch_size,
-        lr=config.lr,
-        warmup=config.warmup,
-        seed=seed,
-    )
+    losses, checkpoints, converged_at = _train(config, model, the_task, seed)
     seconds = time.perf_counter() - start
     record = {
         "scheme": scheme,
@@ -279,28 +303,33 @@ def train_and_evaluate(config: ExperimentConfig, scheme: str, task: str, seed: i
         "chance": the_task.chance,
         "max_len": model.max_len,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "losses": losses[:: max(1, config.steps // 30)] + [losses[-1]],
+        "losses": losses[:: max(1, len(losses) // 30)] + [losses[-1]],
         "final_loss": losses[-1],
-        "evaluations": _evaluate(config, model, the_task),
+        "steps_trained": len(losses),
+        "converged_at": converged_at,
+        "checkpoints": checkpoints,
+        "evaluations": checkpoints[-1]["evaluations"],
         "train_seconds": round(seconds, 3),
     }
     return record, model
 
 
-def _progress(total: int, enabled: bool):
-    """A tqdm bar on stderr, or a stand-in that does nothing when tqdm is missing or ``enabled`` is false."""
-    if enabled:
-        with contextlib.suppress(ImportError):
-            from tqdm.auto import tqdm
-
-            return tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
-    return _Silent()
-
-
-class _Silent:
-    """A progress bar that shows nothing."""
-
-    update = set_postfix_str = close = staticmethod(lambda *args, **kwargs: None)
+def _train(config: ExperimentConfig, model: TinyTransformer, task: Task, seed: int) -> tuple[list, list, int | None]:
+    """Train one run of ``config``, evaluated at its checkpoints: ``(losses, checkpoints, converged_at)``."""
+    return train_with_checkpoints(
+        model,
+        task,
+        evaluate=lambda: _evaluate(config, model, task),
+        checkpoints=config.evaluation_steps,
+        converged_loss=config.converged_loss,
+        steps=config.steps,
+        length=config.train_length,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        warmup=config.warmup,
+        seed=seed,
+        schedule=config.schedule,
+    )
 
 
 def _run_job(config: ExperimentConfig, scheme: str, task: str, seed: int) -> dict:
@@ -350,7 +379,7 @@ def run_experiments(
     order = [(scheme, task, seed) for task in config.tasks for scheme in config.schemes for seed in config.seeds]
     document = {"schema": SCHEMA, "config": config.to_dict(), "environment": environment(), "runs": []}
     runs: dict[tuple, dict] = {}
-    bar = _progress(len(order), progress)
+    bar = progress_bar(len(order), progress)
 
     def record(job: tuple, run: dict) -> None:
         runs[job] = run
@@ -360,38 +389,7 @@ def run_experiments(
             on_run({"schema": SCHEMA, "complete": False} | document | {"runs": [runs[j] for j in order if j in runs]})
 
     try:
-        if jobs == 1:
-            for job in order:
-                record(job, _run_job(config, *job))
-        else:
-            context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
-            _run_pool(ProcessPoolExecutor(max_workers=jobs, mp_context=context), _run_job, config, order, record)
+        run_jobs(_run_job, config, order, record, jobs)
     finally:
         bar.close()
     return document | {"runs": [runs[job] for job in order]}
-
-
-def _run_pool(pool: Executor, run: Callable[..., dict], config, order: list[tuple], record: Callable) -> None:
-    """Run every job on ``pool`` (shut down on return), recording each result as it arrives.
-
-    A failure cancels queued jobs, records running ones that succeed, and raises; Ctrl-C waits for none.
-    """
-    futures = {pool.submit(run, config, *job): job for job in order}
-    recorded: set[tuple] = set()
-    try:
-        for future in as_completed(futures):
-            result = future.result()
-            recorded.add(futures[future])
-            record(futures[future], result)
-    except Exception:
-        pool.shutdown(wait=True, cancel_futures=True)
-        with contextlib.suppress(Exception):  # the first error is the one raised
-            for future, job in futures.items():
-                if job not in recorded and not future.cancelled() and future.exception() is None:
-                    recorded.add(job)
-                    record(job, future.result())  # finished while the pool stopped: work kept
-        raise
-    except BaseException:  # KeyboardInterrupt: the workers were interrupted too
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()

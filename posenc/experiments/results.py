@@ -2,17 +2,23 @@
 
 A document, as :func:`~posenc.run_experiments` returns it::
 
-    {"schema": "posenc.experiments/1",
+    {"schema": "posenc.experiments/2",
      "config": config.to_dict(),
      "environment": {"date", "posenc", "torch", "python", "platform", ...},
      "runs": [{"scheme", "task", "seed", "task_repr", "chance", "max_len",
                "parameters", "losses", "final_loss", "train_seconds",
+               "steps_trained", "converged_at",
+               "checkpoints": [{"step", "loss", "evaluations"}, ...],
                "evaluations": [{"multiplier", "length", "seq_len", "status",
                                 "accuracy", ["reason"]}, ...]}, ...]}
 
 ``status`` is ``"ok"`` or ``"cannot run"`` (then ``accuracy`` is ``None`` and
-``reason`` holds the error); ``losses`` is every ``steps // 30``-th training
-loss and the last. While an experiment runs, the command line keeps the
+``reason`` holds the error); ``losses`` is every ``steps_trained // 30``-th
+training loss and the last. ``checkpoints`` holds the evaluations at every
+step of ``config["checkpoints"]`` the run reached, and at its end, with the
+mean training loss of the 50 steps before; ``evaluations`` are those of the
+last. ``converged_at`` is the checkpoint where the loss fell below
+``converged_loss`` (or ``None``). While an experiment runs, the command line keeps the
 runs finished so far in a partial document, marked ``"complete": false``
 after ``"schema"`` (:func:`save_document`, atomically); the whole document
 has no ``"complete"`` key. Both read back with :func:`load_experiments` and
@@ -30,7 +36,7 @@ from pathlib import Path
 import torch
 
 #: Identifies a results document of :func:`~posenc.run_experiments`.
-SCHEMA = "posenc.experiments/1"
+SCHEMA = "posenc.experiments/2"
 
 
 def environment() -> dict:

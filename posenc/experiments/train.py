@@ -10,17 +10,25 @@ a model gets right on fresh examples of any length.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_nonnegative_int, check_positive_int
+from .._checks import check_choice, check_nonnegative_int, check_positive_int
 from .model import TinyTransformer
 from .tasks import IGNORE, Task
 
-__all__ = ["deterministic", "tiny_accuracy", "tiny_accuracy_by_position", "train_tiny"]
+__all__ = [
+    "LOSS_WINDOW",
+    "SCHEDULES",
+    "deterministic",
+    "tiny_accuracy",
+    "tiny_accuracy_by_position",
+    "train_tiny",
+    "train_with_checkpoints",
+]
 
 
 @contextmanager
@@ -57,12 +65,18 @@ def _draw_length(length: int | tuple[int, int], generator: torch.Generator) -> i
     return int(torch.randint(lo, hi + 1, (), generator=generator))
 
 
-def _warmup_cosine(warmup: int, steps: int) -> Callable[[int], float]:
-    """Learning-rate multiplier of each step: linear warm-up over ``warmup`` steps, then cosine decay to 0."""
+#: Learning-rate schedules of :func:`train_tiny`, after the linear warm-up.
+SCHEDULES = ("cosine", "constant")
+
+
+def _warmup_schedule(warmup: int, steps: int, kind: str = "cosine") -> Callable[[int], float]:
+    """Learning-rate multiplier of each step: linear warm-up over ``warmup`` steps, then cosine decay to 0, or 1."""
 
     def schedule(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if kind == "constant":
+            return 1.0
         # 0.5 (1 + cos(pi t / T)), t steps after the warm-up, T = steps - warmup
         return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
 
@@ -79,11 +93,16 @@ def train_tiny(
     lr: float = 1e-2,
     warmup: int = 20,
     seed: int = 0,
+    schedule: str = "cosine",
+    callback: Callable[[int, list[float]], bool | None] | None = None,
 ) -> list[float]:
     """Train ``model`` on ``task`` in place, deterministically.
 
     Adam (no weight decay), a linear warm-up then cosine decay of the learning
-    rate, gradients clipped at norm 1, cross-entropy on the answer positions.
+    rate (or, with ``schedule="constant"``, the peak rate to the end),
+    gradients clipped at norm 1, cross-entropy on the answer positions.
+    With a constant rate, a run of ``n`` steps is the first ``n`` steps of a
+    longer one, bit for bit: checkpoints of one run are runs of every budget.
     The batches come from a generator seeded with ``seed``; the run uses
     deterministic algorithms and one CPU thread, so the same model, task and
     seed give the same losses, bit for bit.
@@ -98,18 +117,29 @@ def train_tiny(
         lr: Peak learning rate.
         warmup: Steps of linear warm-up.
         seed: Seed of the batches.
+        schedule: ``"cosine"`` or ``"constant"``, after the warm-up.
+        callback: Called after every step as ``callback(step, losses)``
+            (``step`` counts from 1; ``losses`` so far), with the model in
+            training mode; a true result ends training there. Use it to
+            evaluate checkpoints (:func:`tiny_accuracy` restores the mode).
+            It draws nothing from the batches' generator, so it does not
+            change the run.
 
     Returns:
-        The training loss of every step. The model is left in evaluation
+        The training loss of every step (fewer than ``steps`` if
+        ``callback`` ended training). The model is left in evaluation
         mode; if training is interrupted (an error, Ctrl-C), in the mode it
         was in before.
     """
     check_positive_int("steps", steps)
     check_nonnegative_int("warmup", warmup)
+    check_choice("schedule", schedule, SCHEDULES)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=False)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(warmup, steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_schedule(warmup, steps, schedule))
     losses = []
     was_training, finished = model.training, False
     model.train()
@@ -126,10 +156,66 @@ def train_tiny(
                 optimizer.step()
                 scheduler.step()
                 losses.append(loss.item())
+                if callback is not None and callback(len(losses), losses):
+                    break
         finished = True
     finally:  # done: evaluation mode; interrupted by an error or Ctrl-C: the mode it came in
         model.train(was_training and not finished)
     return losses
+
+
+#: Training steps over which a checkpoint's loss is averaged.
+LOSS_WINDOW = 50
+
+
+def train_with_checkpoints(
+    model: TinyTransformer,
+    task: Task,
+    *,
+    evaluate: Callable[[], object],
+    checkpoints: Sequence[int],
+    converged_loss: float = 0.0,
+    **options,
+) -> tuple[list[float], list[dict], int | None]:
+    """:func:`train_tiny`, evaluating the model at ``checkpoints`` and stopping once the loss has converged.
+
+    At every checkpoint step the mean training loss over the last
+    ``LOSS_WINDOW`` steps and ``evaluate()`` are recorded. The run has
+    converged at the first checkpoint whose mean loss is below
+    ``converged_loss``; it then trains on to the next checkpoint (a control:
+    does more training change the evaluation?) and stops there.
+
+    Args:
+        model: The model; trained in place.
+        task: The task to draw batches from.
+        evaluate: Called with no argument at each checkpoint; its result is stored.
+        checkpoints: Steps (from 1) at which to evaluate.
+        converged_loss: The convergence threshold; 0 never stops early.
+        **options: :func:`train_tiny`'s keywords (``steps``, ``lr``, ...).
+
+    Returns:
+        ``(losses, records, converged_at)``: every step's loss, one
+        ``{"step", "loss", "evaluations"}`` per checkpoint reached, and the
+        step of convergence or ``None``.
+    """
+    stops, records = set(checkpoints), []
+    converged_at = None
+
+    def at_step(step: int, losses: list[float]) -> bool:
+        nonlocal converged_at
+        if step not in stops:
+            return False
+        recent = losses[-LOSS_WINDOW:]
+        loss = sum(recent) / len(recent)
+        records.append({"step": step, "loss": loss, "evaluations": evaluate()})
+        if converged_at is not None:
+            return True  # the control checkpoint after convergence
+        if loss < converged_loss:
+            converged_at = step
+        return False
+
+    losses = train_tiny(model, task, callback=at_step, **options)
+    return losses, records, converged_at
 
 
 @torch.no_grad()
