@@ -4,6 +4,8 @@
   the registry of schemes by name.
 * :mod:`~posenc.experiments.schemes`: the eight schemes of the book,
   registered when this package is imported.
+* :mod:`~posenc.experiments.layered`: per-layer schemes, ``"irope"``
+  (Llama 4) and ``"local_global"`` (Gemma 3), registered likewise.
 * :mod:`~posenc.experiments.tasks`: the synthetic order-sensitive tasks.
 * :mod:`~posenc.experiments.model`: :class:`TinyConfig` and
   ``TinyTransformer(config)``.
@@ -22,6 +24,7 @@ It builds on the encodings of :mod:`posenc`; no encoding imports it.
 from .cli import main
 from .corpus import OTHER, VOCAB, VOCAB_SIZE, TextCorpus, TextTask, decode_text, encode_text, stdlib_corpus
 from .extrapolation import ALL_SCHEMES, DEFAULT_OUT, ExperimentConfig, build_task, run_experiments, train_and_evaluate
+from .layered import IRopeScheme, LocalGlobalScheme
 from .model import TinyAttention, TinyBlock, TinyConfig, TinyTransformer
 from .registry import (
     COMMON_KEYWORDS,
@@ -68,7 +71,9 @@ __all__ = [
     "VOCAB_SIZE",
     "ALiBiScheme",
     "ExperimentConfig",
+    "IRopeScheme",
     "LearnedScheme",
+    "LocalGlobalScheme",
     "LookupTask",
     "NoPositions",
     "PositionScheme",

@@ -2,11 +2,13 @@
 
 Small enough to train on a CPU in seconds, it lets every encoding in the book
 be compared on the same tasks (``posenc.experiments.tasks``). The position
-scheme (``posenc.experiments.schemes``) acts through four hooks: ``embed``
-on the token embeddings, then in every layer ``score_bias``, ``rotate`` and
-``attend``. Every attention layer goes through
-:func:`posenc.scaled_dot_product_attention` unless the scheme overrides
-``attend``.
+scheme (``posenc.experiments.schemes``) acts through its hooks: ``embed``
+on the token embeddings and ``score_bias`` on the scores of every layer, both
+computed once per forward pass, then in layer ``i`` the ``rotate`` and
+``attend`` of ``scheme.for_layer(i)`` (the scheme itself, unless it treats
+layers differently, as ``posenc.experiments.layered`` does). Every attention
+layer goes through :func:`posenc.scaled_dot_product_attention` unless the
+layer's scheme overrides ``attend``.
 
 As in nanoGPT (``GPT(GPTConfig(...))``) the model takes one configuration
 object::
@@ -36,9 +38,13 @@ class TinyConfig:
 
     Args:
         vocab_size: Number of token ids.
-        scheme: Name of a registered position scheme: ``"none"``,
-            ``"sinusoidal"``, ``"learned"``, ``"shaw"``, ``"t5"``,
-            ``"alibi"``, ``"rope"``, ``"rope_pi"`` or any added with
+        scheme: Name of a registered position scheme: the book's eight,
+            ``"none"``, ``"sinusoidal"``, ``"learned"``, ``"shaw"``,
+            ``"t5"``, ``"alibi"``, ``"rope"``, ``"rope_pi"``; the per-layer
+            ``"irope"`` (Llama 4: RoPE, with no positions in every fourth
+            layer) and ``"local_global"`` (Gemma 3: sliding-window RoPE
+            layers, every ``global_every``-th layer global with a larger
+            base), from ``posenc.experiments.layered``; or any added with
             :func:`posenc.register_position_scheme`.
         dim: Model dimension, divisible by ``num_heads``.
         num_heads: Number of attention heads.
@@ -147,7 +153,8 @@ class TinyTransformer(nn.Module):
 
     Token embeddings, then the position scheme's ``embed`` hook, then
     ``config.num_layers`` blocks whose attention applies the scheme's
-    ``score_bias``, ``rotate`` and ``attend`` hooks, then a final layer norm
+    ``score_bias`` and the ``rotate`` and ``attend`` hooks of
+    ``scheme.for_layer(i)`` in block ``i``, then a final layer norm
     and a linear read-out. The weights are drawn from ``config.seed`` in that
     order: embeddings, scheme, blocks, norm, read-out.
 
@@ -156,13 +163,15 @@ class TinyTransformer(nn.Module):
 
     Attributes:
         config: The configuration.
-        scheme: The :class:`PositionScheme`, shared by all layers.
+        scheme: The :class:`PositionScheme`; block ``i`` uses
+            ``scheme.for_layer(i)``, which is ``scheme`` or one of its submodules.
         scheme_name, vocab_size, dim, num_heads, max_len, causal: Shortcuts
             to the configuration.
 
     Raises:
-        ValueError: If ``config`` is not a :class:`TinyConfig`, or the scheme
-            rejects an option value.
+        ValueError: If ``config`` is not a :class:`TinyConfig`, the scheme
+            rejects an option value, or its ``for_layer`` returns anything
+            but the scheme or one of its submodules.
     """
 
     def __init__(self, config: TinyConfig) -> None:
@@ -185,6 +194,18 @@ class TinyTransformer(nn.Module):
             self.blocks = nn.ModuleList(TinyBlock(c) for _ in range(c.num_layers))
             self.norm = nn.LayerNorm(c.dim)
             self.head = nn.Linear(c.dim, c.vocab_size)
+        self._check_layer_schemes()
+
+    def _check_layer_schemes(self) -> None:
+        """Raise unless every layer's scheme is the model's scheme or one of its submodules (so it trains and saves)."""
+        own = {id(module) for module in self.scheme.modules()}
+        for i in range(len(self.blocks)):
+            layer = self.scheme.for_layer(i)
+            if not isinstance(layer, PositionScheme) or id(layer) not in own:
+                raise ValueError(
+                    f"scheme {self.scheme_name!r}: for_layer({i}) must return the scheme or one of its "
+                    f"submodules, got {type(layer).__name__}"
+                )
 
     def extra_repr(self) -> str:
         return f"scheme={self.scheme_name!r}, causal={self.causal}"
@@ -244,15 +265,15 @@ class TinyTransformer(nn.Module):
     def _run(
         self, tokens: torch.Tensor, offset: int, key_bias: torch.Tensor | None
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Logits ``[b, s, vocab]`` and attention maps; ``key_bias [b, 1, 1, s]`` (``-inf`` at padding) joins bias."""
+        """Logits ``[b, s, vocab]`` and attention maps; ``key_bias [b, 1, s, s]`` (``-inf`` at padding) joins bias."""
         seq_len = tokens.shape[1]
         x = self.scheme.embed(self.embed(tokens.long()), offset)  # [b, s, dim]; any integer ids
         bias = self.scheme.score_bias(seq_len, seq_len, offset)  # [h, s, s] or None
         if key_bias is not None:
             bias = key_bias if bias is None else bias + key_bias  # [b, h, s, s]
         maps = []
-        for block in self.blocks:
-            x, weights = block(x, self.scheme, bias=bias, causal=self.causal, offset=offset)
+        for i, block in enumerate(self.blocks):
+            x, weights = block(x, self.scheme.for_layer(i), bias=bias, causal=self.causal, offset=offset)
             maps.append(weights)
         return self.head(self.norm(x)), maps  # [b, s, vocab]
 
@@ -262,6 +283,9 @@ class TinyTransformer(nn.Module):
         Every hook then sees each sequence at positions ``0 .. L_k - 1`` (``rope_pi``
         picks its factor from the longest one), and a ``-inf`` key bias keeps
         attention off the padding; the results are gathered back into the packed row.
+        A padding query still sees its own key, so that a scheme that masks distant
+        keys (a sliding window) leaves no row with every key masked: its NaN would
+        reach the real queries through the masked padding values (0 * NaN).
         """
         if tokens.shape[0] != 1 or offset != 0:
             raise ValueError(
@@ -277,7 +301,8 @@ class TinyTransformer(nn.Module):
         padded[row, pos] = tokens[0]
         real = torch.zeros(rows, width, dtype=torch.bool, device=tokens.device)
         real[row, pos] = True
-        key_bias = torch.zeros(rows, 1, 1, width, device=tokens.device).masked_fill(~real[:, None, None], float("-inf"))
+        seen = real[:, None, None, :] | torch.eye(width, dtype=torch.bool, device=tokens.device)  # [n, 1, s, s]
+        key_bias = torch.zeros(seen.shape, device=tokens.device).masked_fill(~seen, float("-inf"))
         logits, maps = self._run(padded, 0, key_bias)  # [n, max_seqlen, vocab]
         logits = logits[row, pos].unsqueeze(0)  # [total, vocab] -> [1, total, vocab]
         if not return_attention:

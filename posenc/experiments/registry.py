@@ -1,7 +1,9 @@
 """Where a position encoding acts on the tiny Transformer: the hooks, and the registry of schemes by name.
 
 A :class:`PositionScheme` has one hook per place a position encoding can act
-(``embed``, ``score_bias``, ``rotate``, ``attend``), each a no-op by default.
+(``embed``, ``score_bias``, ``rotate``, ``attend``), each a no-op by default,
+and a fifth, ``for_layer``, that picks the scheme of each layer (by default
+the scheme itself, for every layer).
 :func:`make_position_scheme` calls a registered factory with those of the
 model's keywords ``dim``, ``num_heads``, ``max_len`` and ``causal`` that its
 signature names, plus the scheme's own options; an option the factory does not
@@ -35,7 +37,7 @@ COMMON_KEYWORDS = ("dim", "num_heads", "max_len", "causal")
 
 
 class PositionScheme(nn.Module):
-    """Where a position encoding acts on the tiny Transformer: four hooks, each a no-op by default.
+    """Where a position encoding acts on the tiny Transformer: five hooks, each a no-op by default.
 
     * ``embed``: absolute schemes add a vector per position to the token
       embeddings (sinusoidal, learned).
@@ -44,9 +46,17 @@ class PositionScheme(nn.Module):
     * ``rotate``: queries and keys are transformed in every layer (RoPE).
     * ``attend``: the attention itself, for terms that are neither a bias nor
       a rotation (Shaw et al.'s query-dependent key term and value term).
+    * ``for_layer``: the scheme whose ``rotate`` and ``attend`` layer ``i``
+      uses, for models that treat positions differently per layer (Llama 4's
+      RoPE layers with a NoPE layer every fourth, Gemma 3's local and global
+      layers; :mod:`posenc.experiments.layered`). The default is the scheme
+      itself for every layer.
 
-    Subclasses override the hooks they need. One instance is shared by all
-    layers of a model; parameters it holds are trained with the model.
+    Subclasses override the hooks they need. ``embed`` and ``score_bias`` are
+    called once per forward pass on the model's scheme; ``rotate`` and
+    ``attend`` on ``for_layer(i)`` in layer ``i``. By default one instance
+    serves all layers of a model; parameters it holds (and those of the
+    per-layer schemes, which must be its submodules) are trained with the model.
     """
 
     def __init__(self) -> None:
@@ -104,6 +114,16 @@ class PositionScheme(nn.Module):
             the default is :func:`posenc.scaled_dot_product_attention`.
         """
         return scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+
+    def for_layer(self, index: int) -> PositionScheme:
+        """The scheme whose ``rotate`` and ``attend`` hooks layer ``index`` (counted from 0) uses.
+
+        The default returns ``self``: one scheme for every layer. A scheme
+        that overrides it must return ``self`` or one of its own submodules,
+        so that the per-layer schemes' parameters train with the model and
+        travel in its ``state_dict``.
+        """
+        return self
 
 
 # ---------------------------------------------------------------------------
