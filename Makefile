@@ -81,7 +81,7 @@ nbval-cpus: $(VENV)/.test
 
 # Every chapter copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
-# then chapter 9 once more with Triton hidden, as on a machine without it.
+# then chapter 10 once more with Triton hidden, as on a machine without it.
 nbval-elsewhere: $(VENV)/.test
 	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton
 	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) . && rm -rf build
@@ -93,7 +93,7 @@ nbval-elsewhere: $(VENV)/.test
 	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(notdir $(CHAPTERS))
 	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
 	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
-	  $(abspath $(PY)) -m pytest -q --nbval-lax -p no:cacheprovider --rootdir . 09_gpu_timing.ipynb
+	  $(abspath $(PY)) -m pytest -q --nbval-lax -p no:cacheprovider --rootdir . 10_gpu_timing.ipynb
 
 # Every requirements file resolves from the public package index alone.
 index: $(VENV)/.test

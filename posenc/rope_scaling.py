@@ -144,9 +144,9 @@ def _check_llama3(params: dict) -> None:
         if _real(params, key) == 0.0:
             raise ValueError(f"scaling[{key!r}] must be != 0 (the length is divided by it), got 0.0")
     low, high = params["low_freq_factor"], params["high_freq_factor"]
-    if high <= low:
+    if high < low:  # equal factors are a step (Llama 4 Scout ships them); transformers only warns about both
         raise ValueError(
-            f"scaling['high_freq_factor'] must be > scaling['low_freq_factor'], got high_freq_factor={high:g} "
+            f"scaling['high_freq_factor'] must be >= scaling['low_freq_factor'], got high_freq_factor={high:g} "
             f"and low_freq_factor={low:g}"
         )
 
@@ -255,6 +255,10 @@ def _llama3(head_dim: int, base: float, params: dict, seq_len, device) -> tuple[
     factor, original = params["factor"], params["original_max_position_embeddings"]
     low_ff, high_ff = params["low_freq_factor"], params["high_freq_factor"]
     wavelength = 2 * math.pi / inv_freq  # [d/2]
+    if high_ff == low_ff:
+        # A zero-width ramp is a step (Llama 4 Scout), as transformers and Meta's llama4 code compute it; a pair
+        # exactly at the boundary is divided, the limit of every wider ramp (transformers: NaN, Meta: assert).
+        return torch.where(wavelength < original / high_ff, inv_freq, inv_freq / factor), 1.0
     # 0 (divide by factor) for wavelengths > original / low_ff, else 1 (keep) below original / high_ff, else a
     # linear blend; tested in this order, as transformers does, which matters only for low_ff < 0.
     smooth = (original / wavelength - low_ff) / (high_ff - low_ff)
@@ -336,7 +340,10 @@ def parse_scaling(scaling: Mapping | None, base: float) -> dict:
     ``factor`` unless ``attention_factor`` is given) are required;
     ``partial_rotary_factor`` other than 1 and a ``truncate`` that is not a bool raise.
     Where transformers warns, this raises (naming the key, the value and the limit),
-    except for an int ``attention_factor`` or a non-int llama3 length, which are used.
+    except for an int ``attention_factor``, a non-int llama3 length, and llama3's
+    ``high_freq_factor == low_freq_factor`` (a step: pairs with a wavelength below
+    ``original_max_position_embeddings / high_freq_factor`` kept, the others divided by
+    ``factor``, as in Llama 4 Scout), which are used.
     The result is canonical: parsing it again gives it back.
 
     Raises:

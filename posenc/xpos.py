@@ -66,6 +66,25 @@ def xpos_zeta(head_dim: int, *, gamma: float = XPOS_GAMMA, dtype: torch.dtype = 
     return ((2 * pairs / head_dim + gamma) / (1 + gamma)).to(dtype)
 
 
+def _check_scale_range(power: torch.Tensor, log_zeta: torch.Tensor, dtype: torch.dtype, center: float) -> None:
+    """Raise unless every scale ``exp(power * ln zeta)`` and its inverse are normal numbers of ``dtype``."""
+    if not power.numel():
+        return
+    limit = -math.log(torch.finfo(dtype).tiny)  # exp(-limit) is the smallest normal number
+    if torch.compiler.is_compiling():  # a branch on values breaks the graph: assert instead
+        reach = power.abs().max() * -log_zeta.min()
+        torch._assert_async(reach <= limit, "xPos positions too far from center: scales leave the dtype's range")
+        return
+    reach = power.abs().max().item() * -log_zeta.min().item()
+    if reach > limit:
+        far = power.abs().max().item()
+        raise ValueError(
+            f"positions must lie within {limit / -log_zeta.min().item():.4g} * scale_base of center = {center:g} "
+            f"for xPos scales in {dtype}: the farthest is {far:.4g} * scale_base away, and its scale or its "
+            f"inverse would leave {dtype}'s range (scores 0 * inf); pass a center near the middle of the positions"
+        )
+
+
 def xpos_scales(
     positions,
     head_dim: int,
@@ -96,8 +115,10 @@ def xpos_scales(
 
     Raises:
         ValueError: If ``head_dim`` is odd, ``scale_base`` or ``gamma`` is not
-            > 0, ``center`` is not a finite number, the layout is unknown, or the
-            positions are not real numbers.
+            > 0, ``center`` is not a finite number, the layout is unknown, the
+            positions are not real numbers, or a scale or its inverse would leave
+            ``dtype``'s normal range (a position too far from ``center``): the
+            scores would be 0 times infinity.
     """
     scale_base = check_positive_number("scale_base", scale_base)
     check_choice("layout", layout, ROPE_LAYOUTS)
@@ -108,6 +129,7 @@ def xpos_scales(
     log_zeta = xpos_zeta(head_dim, gamma=gamma, device=positions.device).log()  # [d/2]
     # zeta_i ** ((n - c) / B) = exp((n - c) / B * ln zeta_i)
     power = (positions.to(torch.float64) - center) / scale_base
+    _check_scale_range(power, log_zeta, dtype, center)
     scales = torch.exp(power.unsqueeze(-1) * log_zeta)  # [*, d/2]
     if layout == "half":
         scales = torch.cat((scales, scales), dim=-1)  # [*, d/2] -> [*, d]: pair i at i and i + d/2

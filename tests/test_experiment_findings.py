@@ -119,3 +119,116 @@ def test_nobody_reaches_the_lookup_ceiling_and_shaw_comes_closest(saved):
         assert all(max(saved.budgets("lookup", s, m)) <= ceiling for s in saved.config.schemes if s != "learned")
         assert all(ceiling - a < 0.1 for a in saved.final("lookup", "shaw", m))
         assert max(saved.budgets("lookup", "rope", m)) < 0.17
+
+
+# --- the real-text experiment ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def text():
+    from posenc import load_text_results, text_summary
+
+    document = load_text_results(DATA / "text_lm.json")
+    steps = [*document["config"]["checkpoints"], document["config"]["steps"]]
+    summaries = {step: text_summary(document, step) for step in steps}
+    return document, summaries
+
+
+def _bits(text, name, n, step):
+    return text[1][step][name, n]["values"]
+
+
+def test_the_recorded_text_experiment(text):
+    document, summaries = text
+    config = document["config"]
+    assert config["multipliers"] == [1, 2, 4, 8] and config["train_length"] == 64 and len(config["seeds"]) >= 3
+    assert document["corpus"]["train_chars"] == 2_000_000 and config["eval_chars"] == 65_536
+    assert len(summaries) == 3
+    trained = {(r["scheme"], r["seed"]): r["trained_as"] for r in document["runs"]}
+    assert all(trained["rope_pi", s] == "rope" for s in config["seeds"])
+
+
+def test_at_the_training_length_every_encoding_helps_and_shaw_most(text):
+    schemes = text[0]["config"]["schemes"]
+    encodings = [s for s in schemes if s != "none"]
+    for step in text[1]:
+        none = _bits(text, "none", 64, step)
+        assert max(b for s in encodings for b in _bits(text, s, 64, step)) < min(none) and min(none) > 3
+        assert max(_bits(text, "shaw", 64, step)) < min(
+            b for s in encodings if s != "shaw" for b in _bits(text, s, 64, step)
+        )
+        if step >= 1000:
+            rest = [b for s in encodings if s != "alibi" for b in _bits(text, s, 64, step)]
+            assert min(_bits(text, "alibi", 64, step)) > max(rest)
+
+
+def test_on_longer_text_alibi_and_shaw_hold_and_sinusoidal_is_worst(text):
+    schemes = text[0]["config"]["schemes"]
+    for step in text[1]:
+
+        def change(name, step=step):
+            return [b - a for a, b in zip(_bits(text, name, 64, step), _bits(text, name, 512, step), strict=True)]
+
+        assert max(change("alibi")) < 0
+        assert max(abs(c) for c in change("shaw")) < 0.05
+        assert 0.5 < min(change("t5")) and max(change("t5")) < min(change("rope"))
+        assert min(change("rope")) > 1.5 and min(change("sinusoidal")) > 1.9
+        others = [b for s in schemes if s not in ("sinusoidal", "learned") for b in _bits(text, s, 512, step)]
+        assert min(_bits(text, "sinusoidal", 512, step)) > max(others)
+        assert all(v is None for v in _bits(text, "learned", 128, step))
+
+
+def test_interpolation_without_fine_tuning_does_not_help_the_language_model(text):
+    for step in text[1]:
+        for n in (128, 256):
+            pairs = zip(_bits(text, "rope", n, step), _bits(text, "rope_pi", n, step), strict=True)
+            assert all(pi > rope for rope, pi in pairs)
+        assert max(_bits(text, "none", 512, step)) < min(_bits(text, "rope", 512, step))
+        assert max(_bits(text, "none", 512, step)) < min(_bits(text, "sinusoidal", 512, step))
+
+
+def test_no_encoding_beats_sinusoidal_on_shift_from_500_steps_and_trails_the_relative_schemes(saved):
+    for step in saved.config.evaluation_steps:
+        if step >= 500:
+            assert min(saved.state("shift", "none", 4, step)) > max(saved.state("shift", "sinusoidal", 4, step))
+    for name in ("alibi", "shaw", "rope"):
+        assert max(saved.final("shift", "none", 4)) < min(saved.final("shift", name, 4))
+
+
+# --- per-layer patterns (chapter 7): Llama 4's layers without positions, Gemma 3's local and global layers ---
+
+
+def test_layer_patterns_change_nothing_on_the_synthetic_tasks():
+    document = load_experiments(DATA / "layered_experiments.json")
+    config = ExperimentConfig.from_dict(document["config"])
+    assert config.num_layers == 4 and config.schemes == ("rope", "irope", "local_global")
+    final = {(r["task"], r["scheme"]): [] for r in document["runs"]}
+    for r in document["runs"]:
+        final[r["task"], r["scheme"]].append([e["accuracy"] for e in r["evaluations"]])
+    for name in config.schemes:
+        assert min(acc[2] for acc in final["shift", name]) >= 0.99
+        assert min(acc[0] for acc in final["lookup", name]) == 1.0
+        assert max(max(acc[1:]) for acc in final["lookup", name]) < 0.12
+
+
+def test_local_and_global_layers_extrapolate_on_text_and_nope_layers_do_not():
+    from posenc import load_text_results, text_summary
+
+    document = load_text_results(DATA / "layered_text_lm.json")
+    config = document["config"]
+    lengths = [config["train_length"] * m for m in config["multipliers"]]
+    for step in [*config["checkpoints"], config["steps"]]:
+        rows = text_summary(document, step)
+
+        def overlap(a, b, rows=rows):
+            return min(rows[a]["values"]) <= max(rows[b]["values"]) and min(rows[b]["values"]) <= max(rows[a]["values"])
+
+        assert all(overlap(("irope", n), ("rope", n)) for n in lengths)
+        assert overlap(("local_global", 64), ("rope", 64))
+        assert all(rows["local_global", n]["max"] < rows["rope", n]["min"] for n in lengths[1:])
+    final = text_summary(document)
+    lost = {
+        s: [b - a for a, b in zip(final[s, 64]["values"], final[s, 512]["values"], strict=True)]
+        for s in ("rope", "irope", "local_global")
+    }
+    assert max(lost["local_global"]) < 1 / 3 and min(lost["rope"]) > 2 and min(lost["irope"]) > 2

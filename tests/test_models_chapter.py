@@ -4,13 +4,12 @@ The chapter reads the published ``config.json`` fields of fifteen models from
 ``posenc_book/data/model_configs.json``. Each test recomputes one of its claims from the
 data and ``posenc`` (and, where a reference helps, ``transformers``), without running the
 chapter. Llama 4 Scout's published ``rope_scaling`` has ``low_freq_factor ==
-high_freq_factor``, which ``posenc`` rejects; the chapter reads it with
-``high_freq_factor = 1.1``, which gives the same frequencies (tested here).
+high_freq_factor``: ``posenc`` reads it as published, as a step (no ramp), the frequencies
+``transformers`` computes (tested here).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 
@@ -36,8 +35,6 @@ F64 = torch.float64
 MODELS = json.loads(data_path("model_configs.json").read_text(encoding="utf-8"))
 CONFIGS = {name: entry["config"] for name, entry in MODELS.items()}
 CONTEXT = {name: entry["context"] for name, entry in MODELS.items()}
-READABLE = copy.deepcopy(CONFIGS)
-READABLE["Llama-4-Scout"]["text_config"]["rope_scaling"]["high_freq_factor"] = 1.1
 ROPE_MODELS = [
     "GPT-J-6B",
     "GPT-NeoX-20B",
@@ -115,14 +112,12 @@ def test_fifteen_published_configurations_with_their_source():
             assert entry["context"] == cfg["max_position_embeddings"], name
 
 
-def test_every_configuration_reads_except_scouts_equal_band_factors():
+def test_every_configuration_reads_as_published():
     for name, config in CONFIGS.items():
-        if name == "Llama-4-Scout":
-            with pytest.raises(ValueError, match=r"high_freq_factor.* must be > .*low_freq_factor"):
-                describe(config)
-        else:
-            assert describe(config), name
-    assert all(describe(config) for config in READABLE.values())
+        assert describe(config), name
+        assert from_hf_config(config), name
+    scaling = CONFIGS["Llama-4-Scout"]["text_config"]["rope_scaling"]
+    assert scaling["low_freq_factor"] == scaling["high_freq_factor"] == 1.0  # Scout's equal band factors
 
 
 def test_phi_factor_lists_have_one_entry_per_pair():
@@ -355,11 +350,12 @@ def test_scout_published_scaling_is_a_step():
     wavelength = 2 * math.pi / unscaled
     assert [round(w) for w in wavelength[34:36].tolist()] == [6695, 8219]
     assert wavelength[34] < 8192 / 1.22 and wavelength[35] > 8192
-    for width in (1.05, 1.1, 1.2, 1.22):
+    assert torch.equal(rope_inv_freq(128, base=500000.0, scaling=scaling)[0], step)  # as published: the step
+    for width in (1.05, 1.1, 1.2, 1.22):  # a narrow ramp on which no pair lies gives the same
         params = {**scaling, "high_freq_factor": width}
         assert torch.equal(rope_inv_freq(128, base=500000.0, scaling=params)[0], step), width
     assert not torch.equal(rope_inv_freq(128, base=500000.0, scaling={**scaling, "high_freq_factor": 1.25})[0], step)
-    layer = from_hf_config(READABLE["Llama-4-Scout"])[0]
+    layer = from_hf_config(CONFIGS["Llama-4-Scout"])[0]
     assert torch.equal(frequencies(layer), step)
     assert int((step < unscaled).sum()) == 29
 
@@ -379,6 +375,7 @@ def test_scout_step_equals_transformers():
         logging.set_verbosity(verbosity)
     _, step = scout_step()
     torch.testing.assert_close(step, hf_freq, rtol=1e-6, atol=0)
+    torch.testing.assert_close(frequencies(from_hf_config(CONFIGS["Llama-4-Scout"])[0]), hf_freq, rtol=1e-6, atol=0)
     nope = list(range(3, 48, 4))
     assert [i for i, t in enumerate(config.layer_types) if t == "full_attention"] == nope
     assert {config.layer_types[i] for i in range(48) if i not in nope} == {"chunked_attention"}
@@ -386,8 +383,8 @@ def test_scout_step_equals_transformers():
 
 
 def test_scout_layers():
-    rows = describe(READABLE["Llama-4-Scout"])
-    text = READABLE["Llama-4-Scout"]["text_config"]
+    rows = describe(CONFIGS["Llama-4-Scout"])
+    text = CONFIGS["Llama-4-Scout"]["text_config"]
     assert len(rows) == 48 and text["max_position_embeddings"] == 10_485_760
     assert [r["layer"] for r in rows if r["scheme"] == "nope"] == list(range(3, 48, 4))
     for r in rows:
@@ -400,7 +397,7 @@ def test_scout_layers():
 
 
 def test_scout_nope_temperature():
-    layer = from_hf_config(READABLE["Llama-4-Scout"])[3]
+    layer = from_hf_config(CONFIGS["Llama-4-Scout"])[3]
     p = torch.tensor([0, 8190, 8191, 65535, 1_000_000, 10_485_759])
     scaled, _ = layer.apply(torch.ones(1, 40, len(p), 128), torch.ones(1, 8, len(p), 128), p)
     tau = scaled[0, 0, :, 0].double()
@@ -520,7 +517,7 @@ def test_per_layer_map():
         "T5-small",
     ):
         tally: dict[tuple, int] = {}
-        for layer, row in zip(from_hf_config(READABLE[name]), describe(READABLE[name]), strict=True):
+        for layer, row in zip(from_hf_config(CONFIGS[name]), describe(CONFIGS[name]), strict=True):
             key = (kind_of(layer, row), row["scaling"] is not None)
             tally[key] = tally.get(key, 0) + 1
         counts[name] = tally
@@ -540,7 +537,7 @@ def test_per_layer_map():
 def spectra() -> dict[str, tuple[torch.Tensor, int]]:
     found = {}
     for name in [*ROPE_MODELS, "Llama-4-Scout"]:
-        for i, layer in enumerate(from_hf_config(READABLE[name])):
+        for i, layer in enumerate(from_hf_config(CONFIGS[name])):
             if layer.kind not in ("rope", "mla_rope"):
                 continue
             span, label = CONTEXT[name], name

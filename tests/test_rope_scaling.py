@@ -86,7 +86,7 @@ def test_hand_values_of_each_type():
                 "low_freq_factor": 4,
                 "high_freq_factor": 1,
             },
-            r"high_freq_factor'\] must be > scaling\['low_freq_factor'\]",
+            r"high_freq_factor'\] must be >= scaling\['low_freq_factor'\], got high_freq_factor=1 and low",
         ),
         ({"rope_type": "linear", "factor": 0.5}, r"scaling\['factor'\] must be a finite number >= 1, got 0.5"),
         ({"rope_type": "nope"}, r"scaling\['rope_type'\] must be one of"),
@@ -213,8 +213,9 @@ DIVERGENCES = {
     "linear-with-length": "agrees",  # transformers warns that the key is unrecognized, and ignores it
 }
 # Values transformers warns about but computes with, well defined: used here rather than refused (an int where
-# transformers wants a float, a float where it wants an int). Every other value it warns about is refused.
-USED_DESPITE_WARNING = {"yarn-int-attention-factor", "llama3-float-length"}
+# transformers wants a float, a float where it wants an int, equal llama3 band factors: a step, as in Llama 4
+# Scout's published file). Every other value it warns about is refused.
+USED_DESPITE_WARNING = {"yarn-int-attention-factor", "llama3-float-length", "llama3-equal-factors"}
 # Warnings that compare with config.max_position_embeddings, which is not part of the dict.
 CONFIG_LEVEL = ("implicit factor", "must be less than max_position_embeddings")
 
@@ -357,3 +358,82 @@ def test_rope_theta_in_the_dictionary_is_the_base_when_none_is_given():
         rope_inv_freq(16, base=10000.0, scaling=scaling)
     with pytest.raises(ValueError, match=r"scaling\['rope_theta'\] must be a number > 1, got 'x'"):
         rope_inv_freq(16, scaling={"rope_type": "default", "rope_theta": "x"})
+
+
+# ---------------------------------------------------------------------------
+# Equal llama3 band factors (Llama 4 Scout): a step, as transformers computes it
+# ---------------------------------------------------------------------------
+
+SCOUT = {
+    "rope_type": "llama3",
+    "factor": 16.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+}  # Llama 4 Scout's published rope_scaling
+
+
+def transformers_llama3(head_dim: int, base: float, params: dict) -> tuple[tuple, list[str]]:
+    """``ROPE_INIT_FUNCTIONS["llama3"]`` for ``params`` at ``head_dim`` and ``base``, and what it logged."""
+    records, logger = _Records(), logging.getLogger("transformers.modeling_rope_utils")
+    logger.addHandler(records)
+    try:
+        config = LlamaConfig(
+            hidden_size=2 * head_dim,
+            num_attention_heads=2,
+            head_dim=head_dim,
+            max_position_embeddings=1 << 20,
+            rope_parameters={**params, "rope_theta": base},
+        )
+        result = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    finally:
+        logger.removeHandler(records)
+    return result, records.messages
+
+
+@pytest.mark.parametrize("head_dim", [32, 64, 128, 256])
+@pytest.mark.parametrize(
+    ("factor", "band", "base"),
+    [(16.0, 1.0, 500000.0), (8.0, 1.0, 500000.0), (2.0, 4.0, 500000.0), (32.5, 0.5, 10000.0), (4, 2, 1000000)],
+)
+def test_equal_band_factors_are_the_step_transformers_computes(head_dim, factor, band, base):
+    params = {**SCOUT, "factor": factor, "low_freq_factor": band, "high_freq_factor": band}
+    ours, our_factor = rope_inv_freq(head_dim, base=base, scaling=params)
+    unscaled, _ = rope_inv_freq(head_dim, base=base)
+    kept = 2 * math.pi / unscaled < 8192 / band
+    assert 0 < int(kept.sum()) < head_dim // 2  # pairs on both sides of the step
+    # bit for bit a step: kept or divided by the factor, no pair blended
+    assert torch.equal(ours, torch.where(kept, unscaled, unscaled / factor))
+    (theirs, their_factor), logged = transformers_llama3(head_dim, base, params)
+    assert any("high_freq_factor field must be greater than low_freq_factor" in m for m in logged)  # only warns
+    assert torch.allclose(ours, theirs.double(), rtol=1e-6, atol=0)  # theirs are float32
+    assert our_factor == their_factor == 1.0
+
+
+def test_scouts_published_scaling_is_read_as_a_step():
+    assert parse_scaling(SCOUT, 500000.0) == SCOUT
+    ours, _ = rope_inv_freq(128, base=500000.0, scaling=SCOUT)
+    unscaled, _ = rope_inv_freq(128, base=500000.0)
+    assert int((ours < unscaled).sum()) == 29 and torch.equal(ours[ours < unscaled] * 16, unscaled[ours < unscaled])
+    # no pair has a wavelength between 8192 / 1.22 and 8192: any narrow ramp there gives the step too
+    assert torch.equal(rope_inv_freq(128, base=500000.0, scaling={**SCOUT, "high_freq_factor": 1.22})[0], ours)
+
+
+def test_a_pair_exactly_at_the_step_is_divided_like_on_every_wider_ramp():
+    """The one wavelength where implementations can part: ``original / high_freq_factor`` itself.
+
+    posenc divides that pair by the factor (it keeps only wavelengths strictly below the
+    boundary), which is the limit of the ramp as ``high_freq_factor`` falls to
+    ``low_freq_factor``: the ramp's blend weight at ``original / low_freq_factor`` is 0.
+    transformers computes 0 / 0 there (NaN; 5.23 warns and returns it), and Meta's
+    reference code (llama-models, llama4 ``apply_scaling``) fails an assert.
+    """
+    # head_dim 2: one pair, frequency base^0 = 1, wavelength 2 pi, exactly the boundary when original = 2 pi
+    at = {**SCOUT, "original_max_position_embeddings": 2 * math.pi}
+    assert rope_inv_freq(2, scaling=at)[0].tolist() == [1 / 16]
+    for high in (1.001, 1.5, 4.0):  # every ramp above the same low_freq_factor divides it too
+        assert rope_inv_freq(2, scaling={**at, "high_freq_factor": high})[0].tolist() == [1 / 16]
+    longer = {**at, "original_max_position_embeddings": math.nextafter(2 * math.pi, 7.0)}
+    shorter = {**at, "original_max_position_embeddings": math.nextafter(2 * math.pi, 6.0)}
+    assert rope_inv_freq(2, scaling=longer)[0].tolist() == [1.0]  # the wavelength just below: kept
+    assert rope_inv_freq(2, scaling=shorter)[0].tolist() == [1 / 16]  # just above: divided

@@ -560,8 +560,8 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
             r"beta_fast'\] must be >= scaling\['beta_slow'\], got beta_fast=1 and beta_slow=2",
         ),
         (
-            lambda: rope_inv_freq(8, scaling=dict(LLAMA31, low_freq_factor=4.0)),
-            r"high_freq_factor'\] must be > .*high_freq_factor=4 and low_freq_factor=4",
+            lambda: rope_inv_freq(8, scaling=dict(LLAMA31, low_freq_factor=8.0)),
+            r"high_freq_factor'\] must be >= .*high_freq_factor=4 and low_freq_factor=8",
         ),
         (
             lambda: rope_inv_freq(8, base=10000.0, scaling=dict(YARN, rope_theta=500000.0)),

@@ -77,7 +77,9 @@ def test_tasks_are_seeded_and_take_any_length(name):
 
 
 def test_unknown_scheme_is_rejected_with_the_known_names():
-    with pytest.raises(ValueError, match=r"scheme must be one of 'alibi', 'irope', 'learned', 'local_global', 'none', .*got 'rotary'"):
+    with pytest.raises(
+        ValueError, match=r"scheme must be one of 'alibi', 'irope', 'learned', 'local_global', 'none', .*got 'rotary'"
+    ):
         TinyTransformer(TinyConfig(10, scheme="rotary"))
     with pytest.raises(ValueError, match=r"scheme must be one of .*got 'Learned'"):
         make_position_scheme("Learned", dim=8, num_heads=2, max_len=8)

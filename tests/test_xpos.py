@@ -106,7 +106,22 @@ def test_scores_depend_on_the_distance_only_and_not_on_the_centre(
     scores = xpos_scores(2 * half, seq_len, **kwargs)
     # Toeplitz: the score of (n, m) equals that of (n + 1, m + 1)
     assert torch.allclose(scores[1:, 1:], scores[:-1, :-1], rtol=1e-9, atol=1e-9)
-    assert torch.allclose(xpos_scores(2 * half, seq_len, center=center, **kwargs), scores, rtol=1e-9, atol=1e-9)
+    # any center in range gives the same scores; one so far that a scale leaves float64 is refused, never NaN
+    far = max(abs(offset - center), abs(offset + seq_len - 1 - center)) / scale_base
+    reach = far * -math.log(xpos_zeta(2 * half, gamma=gamma)[0].item())
+    if reach > -math.log(torch.finfo(torch.float64).tiny):
+        with pytest.raises(ValueError, match=r"positions must lie within .* of center"):
+            xpos_scores(2 * half, seq_len, center=center, **kwargs)
+    else:
+        assert torch.allclose(xpos_scores(2 * half, seq_len, center=center, **kwargs), scores, rtol=1e-9, atol=1e-9)
+
+
+def test_a_center_far_from_the_positions_is_refused_not_nan():
+    q, k = rand(2, 2, seed=2)
+    with pytest.raises(
+        ValueError, match=r"positions must lie within 250 \* scale_base of center = 0 .*the farthest is 250\.6"
+    ):
+        apply_xpos(q.expand(2, 2), k.expand(2, 2), offset=4008, scale_base=16.0, gamma=0.0625, center=0.0)
 
 
 def test_each_pair_of_the_score_is_ropes_times_zeta_to_the_distance_over_b():

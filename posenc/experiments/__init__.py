@@ -11,7 +11,7 @@
   ``TinyTransformer(config)``.
 * :mod:`~posenc.experiments.train`: deterministic training and accuracy.
 * :mod:`~posenc.experiments.extrapolation`: the length extrapolation
-  experiments of chapter 8.
+  experiments of chapter 9.
 * :mod:`~posenc.experiments.results`: their JSON documents, read and summarised.
 * :mod:`~posenc.experiments.runner`: many runs at once, in worker processes.
 * :mod:`~posenc.experiments.corpus` and :mod:`~posenc.experiments.text`: the

@@ -100,10 +100,10 @@ class TextCorpus:
 def stdlib_corpus(
     *, train_chars: int = 2_000_000, validation_chars: int = 65_537, holdout_every: int = 8, folder=None
 ) -> TextCorpus:
-    """The standard library's top-level modules as a :class:`TextCorpus`.
+    """The standard library's top-level modules as a :class:`~posenc.experiments.TextCorpus`.
 
     Files are read in name order (UTF-8; an undecodable byte becomes
-    :data:`OTHER`) and joined by blank lines; every ``holdout_every``-th
+    :data:`~posenc.experiments.OTHER`) and joined by blank lines; every ``holdout_every``-th
     file, starting with the first, goes to the validation text. Each part is
     cut to its length.
 
@@ -183,6 +183,11 @@ class TextTask(Task):
         return check_positive_int("length", length)
 
     def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
+        """``batch_size`` windows of ``length + 1`` characters as a :class:`~posenc.TaskBatch` of inputs and targets.
+
+        Raises:
+            ValueError: If a size is not an int >= 1 or the window is longer than the text.
+        """
         check_positive_int("batch_size", batch_size)
         check_positive_int("length", length)
         if length + 1 > len(self.ids):

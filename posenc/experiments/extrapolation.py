@@ -176,7 +176,7 @@ class ExperimentConfig:
 
     @property
     def evaluation_steps(self) -> tuple[int, ...]:
-        """The steps at which a run is evaluated: ``checkpoints`` and ``steps``."""
+        """Steps at which a run is evaluated, ``checkpoints`` and ``steps``, in ascending order."""
         return tuple(sorted(set(self.checkpoints) | {self.steps}))
 
     @property

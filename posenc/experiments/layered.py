@@ -22,7 +22,7 @@ from .._checks import check_base, check_even_dim, check_heads, check_nonnegative
 from .registry import PositionScheme, register_position_scheme
 from .schemes import NoPositions, RopeScheme
 
-__all__ = ["IRopeScheme", "LocalGlobalScheme", "SlidingWindowRopeScheme", "sliding_window_bias"]
+__all__ = ["IRopeScheme", "LocalGlobalScheme", "PerLayerScheme", "SlidingWindowRopeScheme", "sliding_window_bias"]
 
 
 def _check_rope(dim: int, num_heads: int, name: str, base: object) -> float:
@@ -97,7 +97,7 @@ def _check_every(name: str, value: object) -> int:
     return value
 
 
-class _PerLayer(PositionScheme):
+class PerLayerScheme(PositionScheme):
     """A scheme that acts only through the schemes ``for_layer`` hands out: its own ``rotate`` and ``attend`` refuse."""
 
     def _refuse(self, hook: str):
@@ -112,7 +112,7 @@ class _PerLayer(PositionScheme):
         self._refuse("attend")
 
 
-class IRopeScheme(_PerLayer):
+class IRopeScheme(PerLayerScheme):
     """Llama 4's interleaved RoPE (iRoPE): RoPE in every layer except every ``nope_every``-th, which has none.
 
     Layer ``i`` (from 0) is a NoPE layer when ``i % nope_every == nope_every - 1``:
@@ -157,10 +157,10 @@ class IRopeScheme(_PerLayer):
         return self.nope if self.is_nope(index) else self.rope
 
 
-class LocalGlobalScheme(_PerLayer):
+class LocalGlobalScheme(PerLayerScheme):
     """Gemma 3's local and global layers: sliding-window RoPE, and every ``global_every``-th layer global.
 
-    A local layer (:class:`SlidingWindowRopeScheme`) rotates with
+    A local layer (:class:`~posenc.experiments.layered.SlidingWindowRopeScheme`) rotates with
     ``local_base`` and lets a causal query at position ``p`` see keys
     ``p - window + 1 .. p``; a global layer (layer ``i`` with
     ``i % global_every == global_every - 1``: 3, 7, ... by default) is

@@ -49,7 +49,7 @@ class PositionScheme(nn.Module):
     * ``for_layer``: the scheme whose ``rotate`` and ``attend`` layer ``i``
       uses, for models that treat positions differently per layer (Llama 4's
       RoPE layers with a NoPE layer every fourth, Gemma 3's local and global
-      layers; :mod:`posenc.experiments.layered`). The default is the scheme
+      layers; ``posenc.experiments.layered``). The default is the scheme
       itself for every layer.
 
     Subclasses override the hooks they need. ``embed`` and ``score_bias`` are

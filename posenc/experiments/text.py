@@ -159,7 +159,7 @@ def evaluate_text(model: TinyTransformer, ids: torch.Tensor, *, length: int, cha
 
     Returns:
         ``{"length", "status": "ok", "bits_per_char", "by_position"}``, the
-        last a list of :data:`POSITION_BINS` mean bits per character over
+        last a list of ``POSITION_BINS`` (16) mean bits per character over
         equal bins of positions; or ``{"length", "status": "cannot run",
         "reason"}`` for a scheme with no position past its table.
 
@@ -310,13 +310,15 @@ def load_text_results(path) -> dict:
     """Read a document written by :func:`run_text_experiment` (``python -m posenc.experiments text``).
 
     Raises:
-        ValueError: If the file is not JSON of schema :data:`TEXT_SCHEMA` with
+        ValueError: If the file is not JSON of schema :data:`~posenc.experiments.TEXT_SCHEMA` with
             ``config``, ``corpus`` and ``runs``, or a run lacks a key.
         FileNotFoundError: If there is no file at ``path``.
     """
     import json
     from pathlib import Path
 
+    if not isinstance(path, (str, Path)):
+        raise ValueError(f"path must be a str or a Path, got {path!r} ({type(path).__name__})")
     path = Path(path)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -347,8 +349,13 @@ def text_summary(document: dict, step: int | None = None) -> dict[tuple[str, int
         the values are ``None`` where the scheme cannot run.
 
     Raises:
-        ValueError: If ``step`` is not a checkpoint of every run.
+        ValueError: If ``document`` is not a results document of
+            :data:`~posenc.experiments.TEXT_SCHEMA`, or ``step`` is not a checkpoint of every run.
     """
+    if not isinstance(document, dict) or document.get("schema") != TEXT_SCHEMA or "runs" not in document:
+        raise ValueError(
+            f"document must be a results document of schema {TEXT_SCHEMA!r} with 'runs', got {document!r:.60}"
+        )
     rows: dict[tuple[str, int], dict] = {}
     for run in document["runs"]:
         if step is None:

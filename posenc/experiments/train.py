@@ -198,6 +198,8 @@ def train_with_checkpoints(
         ``{"step", "loss", "evaluations"}`` per checkpoint reached, and the
         step of convergence or ``None``.
     """
+    if not callable(evaluate):
+        raise TypeError(f"evaluate must be callable, got {type(evaluate).__name__}")
     stops, records = set(checkpoints), []
     converged_at = None
 

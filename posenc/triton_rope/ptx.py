@@ -1,4 +1,4 @@
-"""What the compiler makes of the kernels: PTX for an NVIDIA GPU, built without one (chapter 9)."""
+"""What the compiler makes of the kernels: PTX for an NVIDIA GPU, built without one (chapter 10)."""
 
 from __future__ import annotations
 
