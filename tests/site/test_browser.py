@@ -32,13 +32,18 @@ FLAGS = [
     "--disable-component-update",
 ]
 
-# Text that MathJax leaves behind only when it failed to typeset.
+# Text that MathJax leaves behind only when it failed to typeset, and escapes it printed literally inside a formula.
 RAW_TEX_JS = """() => {
   const root = document.querySelector('article') || document.body;
   const copy = root.cloneNode(true);
   copy.querySelectorAll('pre, code, mjx-container, script, style, .highlight').forEach(e => e.remove());
   const text = copy.innerText;
-  return ['\\\\(', '\\\\)', '\\\\[', '\\\\]', '$$', '\\\\frac', '\\\\omega', '\\\\sin'].filter(s => text.includes(s));
+  const raw = ['\\\\(', '\\\\)', '\\\\[', '\\\\]', '$$', '\\\\frac', '\\\\omega', '\\\\sin']
+    .filter(s => text.includes(s));
+  // inside typeset formulas (their MathML copy): a backslash escape MathJax showed as text, e.g. \\text{max\\_len}
+  const math = [...root.querySelectorAll('mjx-container')].map(e => e.textContent).join(' ');
+  const escapes = (math.match(/\\\\[_a-zA-Z]+/g) || []).map(s => 'in a formula: ' + s);
+  return [...raw, ...new Set(escapes)];
 }"""
 
 
