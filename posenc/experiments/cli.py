@@ -183,21 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_out(out, force=force)
     except ValueError as err:
         parser.error(str(err))
-    saved = 0
-
-    def save(document: dict) -> None:
-        nonlocal saved
-        save_document(document, out)
-        saved = len(document["runs"])
-
-    try:
-        results = run_experiments(config, progress=not quiet, jobs=jobs, on_run=save)
-    except (Exception, KeyboardInterrupt) as err:
-        return _stopped(err, out, saved)
-    save_document(results, out)
-    if not quiet:
-        print(f"wrote {len(results['runs'])} runs to {out}", file=sys.stderr)
-    return 0
+    return _run_and_save(run_experiments, config, out, quiet=quiet, jobs=jobs)
 
 
 def _text_parser() -> argparse.ArgumentParser:
@@ -232,6 +218,11 @@ def _text_main(argv: list[str]) -> int:
         check_output_file(out, force=force, replaceable=False, hint=f", such as {out / 'text_lm.json'}")
     except ValueError as err:
         parser.error(str(err))
+    return _run_and_save(run_text_experiment, config, out, quiet=quiet, jobs=jobs)
+
+
+def _run_and_save(run, config, out: Path, *, quiet: bool, jobs: int) -> int:
+    """Run an experiment, writing ``out`` after every finished run and at the end; the exit status."""
     saved = 0
 
     def save(document: dict) -> None:
@@ -240,7 +231,7 @@ def _text_main(argv: list[str]) -> int:
         saved = len(document["runs"])
 
     try:
-        results = run_text_experiment(config, progress=not quiet, jobs=jobs, on_run=save)
+        results = run(config, progress=not quiet, jobs=jobs, on_run=save)
     except (Exception, KeyboardInterrupt) as err:
         return _stopped(err, out, saved)
     save_document(results, out)

@@ -90,6 +90,33 @@ def is_partial_file(path) -> bool:
     return isinstance(document, dict) and document.get("schema") == SCHEMA and document.get("complete") is False
 
 
+def read_document(path, schema: str, what: str, keys: tuple[str, ...]) -> tuple[Path, dict]:
+    """``(Path(path), document)`` for a JSON file of ``schema`` that has every key of ``keys``.
+
+    Shared by the readers of both experiments' results.
+
+    Raises:
+        ValueError: If ``path`` is not a str or Path, the file is not JSON, its
+            ``schema`` differs, or a key is missing; the message calls it a
+            posenc ``what``.
+        FileNotFoundError: If there is no file at ``path``.
+    """
+    if not isinstance(path, (str, Path)):
+        raise ValueError(f"path must be a str or a Path, got {path!r} ({type(path).__name__})")
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a posenc {what}: not JSON ({err})") from None
+    if not isinstance(document, dict) or document.get("schema") != schema:
+        found = document.get("schema") if isinstance(document, dict) else type(document).__name__
+        raise ValueError(f"{path} is not a posenc {what}: schema must be {schema!r}, got {found!r}")
+    missing = [key for key in keys if key not in document]
+    if missing:
+        raise ValueError(f"{path} lacks the key(s) {missing}")
+    return path, document
+
+
 def load_experiments(path) -> dict:
     """Read results written by :func:`run_experiments` (through the command line).
 
@@ -107,19 +134,7 @@ def load_experiments(path) -> dict:
             configuration, or a run that is not one of its records).
         FileNotFoundError: If there is no file at ``path``.
     """
-    if not isinstance(path, (str, Path)):
-        raise ValueError(f"path must be a str or a Path, got {path!r} ({type(path).__name__})")
-    path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not a posenc experiments file: not JSON ({err})") from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
-        found = document.get("schema") if isinstance(document, dict) else type(document).__name__
-        raise ValueError(f"{path} is not a posenc experiments file: schema must be {SCHEMA!r}, got {found!r}")
-    missing = [key for key in ("config", "environment", "runs") if key not in document]
-    if missing:
-        raise ValueError(f"{path} lacks the key(s) {missing}")
+    path, document = read_document(path, SCHEMA, "experiments file", ("config", "environment", "runs"))
     try:
         _checked_config(document)
     except ValueError as err:

@@ -32,7 +32,7 @@ from .._checks import check_choice, check_positive_int, check_positive_number
 from .corpus import VOCAB_SIZE, TextTask, stdlib_corpus
 from .model import TinyConfig, TinyTransformer
 from .registry import make_position_scheme, position_schemes
-from .results import environment
+from .results import environment, read_document
 from .runner import progress_bar, run_jobs
 from .train import SCHEDULES, deterministic, train_with_checkpoints
 
@@ -314,21 +314,7 @@ def load_text_results(path) -> dict:
             ``config``, ``corpus`` and ``runs``, or a run lacks a key.
         FileNotFoundError: If there is no file at ``path``.
     """
-    import json
-    from pathlib import Path
-
-    if not isinstance(path, (str, Path)):
-        raise ValueError(f"path must be a str or a Path, got {path!r} ({type(path).__name__})")
-    path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not a posenc text results file: not JSON ({err})") from None
-    if not isinstance(document, dict) or document.get("schema") != TEXT_SCHEMA:
-        raise ValueError(f"{path} is not a posenc text results file: schema must be {TEXT_SCHEMA!r}")
-    missing = [k for k in ("config", "corpus", "environment", "runs") if k not in document]
-    if missing:
-        raise ValueError(f"{path} lacks the key(s) {missing}")
+    path, document = read_document(path, TEXT_SCHEMA, "text results file", ("config", "corpus", "environment", "runs"))
     config = TextConfig(**document["config"])
     for i, run in enumerate(document["runs"]):
         lacking = [k for k in ("scheme", "seed", "checkpoints", "evaluations") if k not in run]
