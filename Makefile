@@ -23,13 +23,14 @@ TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download
 ELSEWHERE := $(or $(TMPDIR),/tmp)/posenc-elsewhere
 NBVAL := -m pytest -q -n 2 --dist loadfile --nbval --nbval-sanitize-with
 
-.PHONY: book test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean help
+.PHONY: book pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean help
 
 help:
 	@echo "make book       set up .venv if missing and build the site into $(HTML)"
 	@echo "make test       every check: lint, unit and property tests, nbval natively and under"
 	@echo "                other CPU kernels, chapters run outside the repository, installs"
 	@echo "                resolved from the public index, book build, site checks"
+	@echo "make pdf        the whole book as one PDF, $(HTML)/posenc-book.pdf (needs Chromium)"
 	@echo "make lab        JupyterLab on the chapters"
 	@echo "make notebooks  re-execute every chapter top to bottom and sync the MyST twins"
 	@echo "make lock       re-pin requirements*.txt from pyproject.toml against the public index"
@@ -60,12 +61,16 @@ book: $(VENV)/.book
 	$(VENV)/bin/jupyter-book build . --builder html -n -W --keep-going
 	@echo "Book: $(abspath $(HTML))/index.html"
 
+# The whole book as one PDF, printed by Chromium from the site's own HTML (scripts/build_pdf.py).
+pdf: book $(VENV)/.test
+	$(PY) scripts/build_pdf.py
+
 lab: $(VENV)/.book
 	$(VENV)/bin/jupyter lab book/
 
 lint: $(VENV)/.test
-	$(PY) -m ruff check posenc posenc_book tests scripts
-	$(PY) -m ruff format --check posenc posenc_book tests scripts
+	$(PY) -m ruff check posenc posenc_book tests scripts book/_ext
+	$(PY) -m ruff format --check posenc posenc_book tests scripts book/_ext
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/zizmor --offline --quiet .github/workflows/
 
@@ -102,7 +107,7 @@ index: $(VENV)/.test
 site: $(VENV)/.test
 	$(PY) -m pytest -q tests/site
 
-test: lint unit index nbval nbval-cpus nbval-elsewhere book site
+test: lint unit index nbval nbval-cpus nbval-elsewhere book pdf site
 
 notebooks: $(VENV)/.test
 	$(PY) scripts/run_notebooks.py

@@ -80,7 +80,14 @@ class LearnedPositionalEmbedding(nn.Module):
         """
         if self.truncated:
             a, b = -2.0 * self.std, 2.0 * self.std
-            nn.init.trunc_normal_(self.weight, mean=0.0, std=self.std, a=a, b=b, generator=generator)
+            nn.init.trunc_normal_(
+                self.weight,
+                mean=0.0,
+                std=self.std,
+                a=a,
+                b=b,
+                generator=generator,
+            )
         else:
             nn.init.normal_(self.weight, mean=0.0, std=self.std, generator=generator)
 
@@ -107,14 +114,16 @@ class LearnedPositionalEmbedding(nn.Module):
         """
         check_sequence_input(x, self.dim)
         if positions is not None:
-            return self.dropout(x + self._rows(check_token_positions(positions, x, offset=offset)).to(x.dtype))
+            pe = self._rows(check_token_positions(positions, x, offset=offset))
+            return self.dropout(x + pe.to(x.dtype))
         check_nonnegative_int("offset", offset)
         seq_len = x.shape[-2]
         last = offset + seq_len - 1
         if last >= self.max_len:
             raise IndexError(
-                f"position {last} is past the learned table: max_len={self.max_len} covers positions "
-                f"0..{self.max_len - 1} (offset={offset}, seq_len={seq_len})"
+                f"position {last} is past the learned table: "
+                f"max_len={self.max_len} covers positions 0..{self.max_len - 1} "
+                f"(offset={offset}, seq_len={seq_len})"
             )
         pe = self.weight[offset : offset + seq_len].to(dtype=x.dtype)  # [s, d]
         return self.dropout(x + pe)

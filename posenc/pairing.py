@@ -78,7 +78,8 @@ def sinusoidal_offset_matrix(
     angles = k.unsqueeze(-1) * inv_freq  # [*k, d/2]
     cos, sin = torch.cos(angles), torch.sin(angles)
     s_ch, c_ch = _pair_channels(dim, layout)
-    m = torch.zeros(*k.shape, dim, dim, dtype=torch.float64, device=k.device)  # [*k, d, d]
+    # [*k, d, d]: block-diagonal, one 2 x 2 rotation per pair
+    m = torch.zeros(*k.shape, dim, dim, dtype=torch.float64, device=k.device)
     m[..., s_ch, s_ch] = cos  # new sin = cos(kw) sin(pw) + sin(kw) cos(pw)
     m[..., s_ch, c_ch] = sin
     m[..., c_ch, s_ch] = -sin  # new cos = -sin(kw) sin(pw) + cos(kw) cos(pw)

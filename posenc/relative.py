@@ -1,23 +1,20 @@
 """Relative position encodings: terms that depend on ``j - i`` and act on the attention scores.
 
-An absolute encoding gives every *token* a vector for its position. A relative
-encoding gives every *pair* (query ``i``, key ``j``) a term that depends only on
-their relative position, so attention is unchanged when every position moves by the
-same amount. Here: Shaw et al. 2018 (learned vectors for the clipped relative position,
-added to the keys and values inside attention, :class:`ShawRelativeAttention`) and the
-machinery all relative schemes share, the rel-shift trick (:func:`rel_shift`) included.
+An absolute encoding gives every *token* a vector for its position. A relative encoding gives every
+*pair* (query ``i``, key ``j``) a term that depends only on their relative position, so attention is
+unchanged when every position moves by the same amount. Here: Shaw et al. 2018 (learned vectors for the
+clipped relative position, added to the keys and values inside attention, :class:`ShawRelativeAttention`)
+and the machinery all relative schemes share, the rel-shift trick (:func:`rel_shift`) included.
 Transformer-XL is in :mod:`posenc.transformer_xl`, T5's in :mod:`posenc.t5`, ALiBi in :mod:`posenc.alibi`.
 
 Conventions used throughout:
 
 * The relative position of key ``j`` seen from query ``i`` is ``r = j - i``
   (key minus query): negative for keys in the past.
-* ``offset`` is the position of the first query when the keys sit at
-  positions ``0 .. k_len - 1``; with a KV cache or a memory of ``m`` earlier
-  tokens, ``offset = m = k_len - q_len``.
-* A *relative embedding table* for ``q_len`` queries and ``k_len`` keys has
-  ``q_len + k_len - 1`` rows, one per relative position
-  ``r = -(q_len - 1) - offset, ..., k_len - 1 - offset`` in increasing order
+* ``offset`` is the position of the first query when the keys sit at positions ``0 .. k_len - 1``; with
+  a KV cache or a memory of ``m`` earlier tokens, ``offset = m = k_len - q_len``.
+* A *relative embedding table* for ``q_len`` queries and ``k_len`` keys has ``q_len + k_len - 1`` rows,
+  one per relative position ``r = -(q_len - 1) - offset, ..., k_len - 1 - offset`` in increasing order
   (:func:`relative_position_range`): every ``r`` that occurs, each once.
 """
 
@@ -162,8 +159,9 @@ def rel_shift(x: torch.Tensor) -> torch.Tensor:
         )
     *lead, q_len, m = x.shape
     padded = F.pad(x, (1, 0))  # [..., q, m + 1]: a zero column in front of every row
-    padded = padded.reshape(*lead, m + 1, q_len)  # the same buffer read with row length q
-    shifted = padded[..., 1:, :].reshape(*lead, q_len, m)  # drop q entries; row i now starts q - 1 - i later
+    padded = padded.reshape(*lead, m + 1, q_len)  # same buffer, read with row length q
+    # drop q entries; row i now starts q - 1 - i later
+    shifted = padded[..., 1:, :].reshape(*lead, q_len, m)
     return shifted[..., : m - q_len + 1]  # [..., q, k]
 
 
@@ -393,8 +391,10 @@ class ShawRelativeAttention(HasShawTables, nn.Module):
         q, k, v = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
         (b, _, s, dh), t = q.shape, k.shape[2]
         a_k, a_v = self.relative_embeddings(s, t, offset=t - s)  # [s + t - 1, dh] each
-        bias = relative_scores(q, a_k.to(q.dtype), method=self.method) / math.sqrt(dh)  # [b, h, s, t]
+        key_term = relative_scores(q, a_k.to(q.dtype), method=self.method)
+        bias = key_term / math.sqrt(dh)  # [b, h, s, t]
         out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
-        out = out + relative_values(weights, a_v.to(weights.dtype), method=self.method)  # [b, h, s, dh]
-        out = out.transpose(1, 2).reshape(b, s, self.dim)  # [b, h, s, dh] -> [b, s, dim]
+        values = relative_values(weights, a_v.to(weights.dtype), method=self.method)
+        out = out + values  # [b, h, s, dh]
+        out = out.transpose(1, 2).reshape(b, s, self.dim)  # -> [b, s, dim]
         return self.out(out), weights

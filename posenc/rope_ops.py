@@ -55,8 +55,8 @@ def cos_sin_from_inv_freq(
         raise ValueError(
             f"inv_freq must be a 1-D float tensor [head_dim / 2], got {inv_freq.dtype} {tuple(inv_freq.shape)}"
         )
-    angles = positions.to(inv_freq.device, inv_freq.dtype).unsqueeze(-1) * inv_freq  # [*, d/2]
-    cos, sin = torch.cos(angles), torch.sin(angles)
+    angles = positions.to(inv_freq.device, inv_freq.dtype).unsqueeze(-1) * inv_freq
+    cos, sin = torch.cos(angles), torch.sin(angles)  # [*, d/2] each
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     if layout == "half":
@@ -70,7 +70,8 @@ def _rotate_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:
         first, second = x.chunk(2, dim=-1)  # 2 x [..., d/2]
         return torch.cat((-second, first), dim=-1)  # [..., d]
     pairs = x.unflatten(-1, (-1, 2))  # [..., d] -> [..., d/2, 2]
-    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)  # [..., d/2, 2] -> [..., d]
+    turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1)  # [..., d/2, 2]
+    return turned.flatten(-2)  # [..., d]
 
 
 def rotary_part(x: torch.Tensor, rotary_dim: int) -> torch.Tensor:

@@ -65,8 +65,14 @@ SOURCES = {
     "vaswani2017attention": "Vaswani et al., 2017",
 }
 
-#: The colour of each verdict, in the blocks and in chapter 11's bar chart.
+#: The colour of each verdict, in the blocks' borders and in chapter 11's bar chart.
 VERDICT_COLOURS = {"correct": "#4d9221", "wrong": "#c51b7d", "imprecise": "#e08214", "untestable": "#8c8c8c"}
+#: The verdict's word in these colours has a contrast of at least 4.5:1 (WCAG AA for text)
+#: on white and on the light grey that the site puts behind HTML output in dark mode
+#: (#ced6dd). The word itself says the verdict, so colour is never the only sign of it.
+VERDICT_TEXT_COLOURS = {"correct": "#2f5a12", "wrong": "#a0155f", "imprecise": "#7f3d00", "untestable": "#555555"}
+#: The backgrounds the verdict words appear on (light mode, and HTML output in dark mode).
+VERDICT_BACKGROUNDS = ("#ffffff", "#ced6dd")
 
 
 def first_line(claim: dict) -> int:
@@ -95,7 +101,8 @@ def claim_block(claim: dict, sections: dict[str, dict[str, str]]) -> str:
     colour = VERDICT_COLOURS[claim["verdict"]]
     head = (
         f"<b>{claim['id']}</b> · <small>{_escape(claim['location'])}</small> · "
-        f'<b style="color: {colour}">{claim["verdict"]}</b>'
+        f'<b class="verdict verdict-{claim["verdict"]}" '
+        f'style="color: {VERDICT_TEXT_COLOURS[claim["verdict"]]}">{claim["verdict"]}</b>'
     )
     text = _escape(claim["quote"])
     if "\\" in claim["quote"] or "$" in claim["quote"]:  # the seed's TeX source, shown as written

@@ -46,11 +46,13 @@ def tutorial_table(max_len: int, d_model: int) -> torch.Tensor:
             cosine columns).
     """
     rows = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # [max_len, 1]
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    even = torch.arange(0, d_model, 2, dtype=torch.float32)  # 0, 2, 4, ...
+    inv_freq = torch.exp(even * (-math.log(10000.0) / d_model))
     angles = rows * inv_freq  # [max_len, ceil(d_model / 2)]
     table = torch.zeros(max_len, d_model)
     table[:, 0::2] = torch.sin(angles)
-    table[:, 1::2] = torch.cos(angles)  # fails when d_model is odd: floor(d/2) columns here
+    # fails when d_model is odd: floor(d/2) columns here
+    table[:, 1::2] = torch.cos(angles)
     return table
 
 
@@ -87,7 +89,7 @@ class TutorialPositionalEncoding(nn.Module):
         self.seq_first = seq_first
         self.dropout = nn.Dropout(dropout)
         table = tutorial_table(max_len, d_model)  # [max_len, d]
-        # [max_len, d] -> [max_len, 1, d] (sequence first) or [1, max_len, d] (batch first)
+        # -> [max_len, 1, d] (sequence first) or [1, max_len, d] (batch first)
         table = table.unsqueeze(1) if seq_first else table.unsqueeze(0)
         self.register_buffer("pe", table, persistent=persistent)
 
@@ -105,5 +107,7 @@ class TutorialPositionalEncoding(nn.Module):
             ``dropout(x + pe[:seq_len])`` broadcast against ``x``.
         """
         if self.seq_first:
-            return self.dropout(x + self.pe[: x.size(0)])  # [s, 1, d] broadcast over the batch
-        return self.dropout(x + self.pe[:, : x.size(1)])  # [1, s, d] broadcast over the batch
+            # [s, 1, d] broadcast over the batch
+            return self.dropout(x + self.pe[: x.size(0)])
+        # [1, s, d] broadcast over the batch
+        return self.dropout(x + self.pe[:, : x.size(1)])

@@ -57,8 +57,12 @@ class EditConflict(Exception):
 
 
 def fingerprint(nb: nbformat.NotebookNode) -> str:
-    """A hash of what both files hold: each cell's type, source and tags."""
-    cells = [[c.cell_type, c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in nb.cells]
+    """A hash of what both files hold: each cell's type, source, tags and MyST-NB settings
+    (folding prompts, a figure's alt text and caption)."""
+    cells = [
+        [c.cell_type, c.source, sorted(c.get("metadata", {}).get("tags", [])), c.get("metadata", {}).get("mystnb", {})]
+        for c in nb.cells
+    ]
     return hashlib.sha256(json.dumps(cells, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -139,7 +143,8 @@ def run(ipynb: Path, prefer: str | None = None) -> float:
     nbformat.write(nb, ipynb)
     md = twin_of(ipynb)
     md.parent.mkdir(exist_ok=True)
-    md.write_text(jupytext.writes(nb, fmt="md:myst"), encoding="utf-8")
+    # from the file as written: nbformat sorts metadata keys, and the twin must match it
+    md.write_text(jupytext.writes(jupytext.read(ipynb), fmt="md:myst"), encoding="utf-8")
     return elapsed
 
 

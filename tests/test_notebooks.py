@@ -1,6 +1,8 @@
 """Each chapter is committed as one clean top-to-bottom run, in sync with its MyST twin."""
 
+import importlib.util
 import re
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -54,3 +56,104 @@ def test_intro_chapter_map_lists_every_chapter():
     intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
     for path in NOTEBOOKS:
         assert f"{path.stem}" in intro, f"{path.stem} missing from the intro's chapter map"
+
+
+def _fold_checks():
+    spec = importlib.util.spec_from_file_location("fold_checks", ROOT / "scripts" / "fold_checks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+WIDTH = 88  # the column: code and printed output fit it at 1280 px without scrolling
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_checks_and_plotting_code_are_folded(path):
+    """Checks sit in collapsed cells after what they check; figures show without their code."""
+    fold = _fold_checks()
+    _, changes = fold.fold(path.parent / "md_src" / f"{path.stem}.md", path)
+    assert changes == 0, f"{changes} cell(s) to fold: run scripts/fold_checks.py, then make notebooks"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and fold.draws_figure(cell):
+            tags = cell.metadata.get("tags", [])
+            assert {"hide-input", "hide-cell", "remove-input"} & set(tags), cell.source[:80]
+
+
+def _text_outputs(cell):
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            yield out.text
+        elif "text/html" not in out.get("data", {}) and "image/png" not in out.get("data", {}):
+            yield out.get("data", {}).get("text/plain", "")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_code_and_output_fit_the_column(path):
+    nb = nbformat.read(path, as_version=4)
+    wide = [
+        line
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for text in [cell.source, *_text_outputs(cell)]
+        for line in text.splitlines()
+        if len(line) > WIDTH
+    ]
+    assert not wide, f"{len(wide)} line(s) over {WIDTH} characters, the first: {wide[0]!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_chapter_ends_with_checked_exercises(path):
+    """Exercises close every chapter; each solution is hidden, and asserts its answer."""
+    nb = nbformat.read(path, as_version=4)
+    heads = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "## Exercises" in c.source]
+    assert heads, "no Exercises section"
+    after = nb.cells[heads[-1] :]
+    assert not any(c.cell_type == "markdown" and re.search(r"^##? ", c.source, re.M) for c in after[1:]), (
+        "the Exercises section is not the last one"
+    )
+    solutions = [c for c in after if c.cell_type == "code"]
+    assert len(solutions) >= 3, "fewer than three exercises"
+    for cell in solutions:
+        assert "hide-cell" in cell.metadata.get("tags", []), cell.source[:80]
+        assert cell.metadata.get("mystnb", {}).get("code_prompt_show") == "Show the solution"
+        assert "assert " in cell.source, f"a solution that checks nothing: {cell.source[:80]}"
+
+
+def _shown_objects(md: Path):
+    """(file, pyobject, start-at) of every ``literalinclude`` in a chapter's twin."""
+    text = md.read_text(encoding="utf-8")
+    for match in re.finditer(r"```\{literalinclude\} (\S+)\n((?::\S+: .*\n)*)", text):
+        options = dict(re.findall(r":(\S+): (.*)", match.group(2)))
+        yield (md.parent.parent / match.group(1)).resolve(), options["pyobject"], options.get("start-at")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_package_code_shown_on_the_page_fits_the_column(path):
+    import ast
+
+    for source, pyobject, start in _shown_objects(path.parent / "md_src" / f"{path.stem}.md"):
+        text = source.read_text(encoding="utf-8")
+        node = ast.parse(text)
+        for name in pyobject.split("."):
+            node = next(n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+        lines = text.splitlines()[node.lineno - 1 : node.end_lineno]
+        if start:
+            lines = lines[next(i for i, line in enumerate(lines) if start in line) :]
+        wide = [line.strip() for line in lines if len(line) > WIDTH]
+        assert not wide, f"{source.name}:{pyobject} shows {len(wide)} line(s) over {WIDTH}: {wide[0][:70]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_figure_has_alt_text_from_the_chapter_source(path):
+    """A figure's alt text lives in its cell's metadata (``mystnb.image.alt``), so that
+    re-running the chapter keeps it; it says what the figure shows, not where it is stored."""
+    nb = nbformat.read(path, as_version=4)
+    fold = _fold_checks()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not fold.draws_figure(cell):
+            continue
+        alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+        assert len(alt.split()) >= 15, f"figure without a description: {cell.source[:60]!r}"
+        assert not re.search(r"\.(png|svg|jpg)\b|_images/", alt), f"alt text names a file: {alt[:60]}"

@@ -83,9 +83,21 @@ class LearnedScheme(PositionScheme):
         truncated: Truncated-normal initialisation (BERT's).
     """
 
-    def __init__(self, *, dim: int, max_len: int, std: float = 0.02, truncated: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        dim: int,
+        max_len: int,
+        std: float = 0.02,
+        truncated: bool = False,
+    ) -> None:
         super().__init__()
-        self.table = LearnedPositionalEmbedding(max_len, dim, std=std, truncated=truncated)
+        self.table = LearnedPositionalEmbedding(
+            max_len,
+            dim,
+            std=std,
+            truncated=truncated,
+        )
 
     def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return self.table(x, offset=offset)
@@ -130,15 +142,20 @@ class ShawScheme(HasShawTables, PositionScheme):
         return self.relative.tables(q_len, k_len, offset=k_len - q_len)
 
     def attend(self, q, k, v, *, bias=None, causal=False, offset=0):
-        """Shaw attention: ``q_i . a^K_ij / sqrt(d_h)`` joins ``bias``; ``sum_j alpha_ij a^V_ij`` joins the output.
+        """Shaw attention: the key term joins ``bias``, the value term the output.
 
-        Shapes as :meth:`posenc.PositionScheme.attend`; ``offset`` is ignored.
+        The key term is ``q_i . a^K_ij / sqrt(d_h)``, the value term
+        ``sum_j alpha_ij a^V_ij``. Shapes as :meth:`posenc.PositionScheme.attend`;
+        ``offset`` is ignored.
         """
-        a_k, a_v = self.relative_embeddings(q.shape[-2], k.shape[-2])  # [q + k - 1, dh] each
-        key_term = relative_scores(q, a_k.to(q.dtype)) / math.sqrt(self.head_dim)  # [b, h, q, k]
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        a_k, a_v = self.relative_embeddings(q_len, k_len)  # [q + k - 1, dh] each
+        scores = relative_scores(q, a_k.to(q.dtype))  # [b, h, q, k]
+        key_term = scores / math.sqrt(self.head_dim)
         bias = key_term if bias is None else key_term + bias
         out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
-        return out + relative_values(weights, a_v.to(weights.dtype)), weights  # [b, h, q, dh]
+        value_term = relative_values(weights, a_v.to(weights.dtype))  # [b, h, q, dh]
+        return out + value_term, weights
 
 
 class T5Scheme(PositionScheme):
@@ -285,8 +302,16 @@ class RopePIScheme(RopeScheme):
         check_positive_int("length", length)
         return self.factor if self.factor is not None else max(1.0, length / self.max_len)
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """As :class:`RopeScheme`, with positions divided by :meth:`factor_for` of ``offset + s``."""
+    def rotate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        offset: int = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :class:`RopeScheme`, with positions divided by a factor.
+
+        The factor is :meth:`factor_for` of ``offset + s``, the input's length.
+        """
         check_nonnegative_int("offset", offset)
         seq_len = q.shape[-2]
         factor = self.factor_for(offset + seq_len)
@@ -302,7 +327,10 @@ class RopePIScheme(RopeScheme):
             scaling={"rope_type": "linear", "factor": factor},
             dtype=torch.float64 if q.dtype == torch.float64 else torch.float32,
         )  # [s, dh] each
-        return apply_rope(q, cos, sin, layout=rotary.layout), apply_rope(k, cos, sin, layout=rotary.layout)
+        return (
+            apply_rope(q, cos, sin, layout=rotary.layout),
+            apply_rope(k, cos, sin, layout=rotary.layout),
+        )
 
 
 # ---------------------------------------------------------------------------

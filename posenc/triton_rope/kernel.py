@@ -84,14 +84,15 @@ _INV_TWO_PI = tl.constexpr(0.15915494309189535)
 
 @triton.jit
 def _cos_sin(pos, f_hi, f_lo):
-    """cos and sin of ``pos * (f_hi + f_lo)``, with the angle carried to float64 accuracy."""
+    """cos and sin of ``pos * (f_hi + f_lo)``, the angle kept to float64 accuracy."""
     angle = pos * f_hi
-    # What float32 rounding dropped from pos * f_hi (exact, one fma), plus the tail's share:
-    # error = (pos * f_hi - angle) + pos * f_lo
+    # What float32 rounding dropped from pos * f_hi (exact, one fma),
+    # plus the tail's share: error = (pos * f_hi - angle) + pos * f_lo
     error = tl.fma(pos, f_hi, -angle) + pos * f_lo
     # turns = round(angle / 2pi)
     turns = tl.floor(angle * _INV_TWO_PI + 0.5)
-    # reduced = angle - turns * 2pi + error, in two steps so that the product with the head is exact.
+    # reduced = angle - turns * 2pi + error, in two steps so that the product
+    # with the head is exact.
     reduced = tl.fma(-turns, _TWO_PI_HI, angle)
     reduced = tl.fma(-turns, _TWO_PI_LO, reduced) + error
     return tl.cos(reduced), tl.sin(reduced)
@@ -208,7 +209,7 @@ def _rope_angles_kernel(
     INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr,
     BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_P: tl.constexpr,
 ):
-    """One program per token: its angles once, then every query head and every key head."""
+    """One program per token: its angles once, then all its query and key heads."""
     token = tl.program_id(0).to(tl.int64)
     b = token // seq_len
     s = token % seq_len
@@ -220,7 +221,8 @@ def _rope_angles_kernel(
     f_hi = tl.load(f_hi_ptr + pair, mask=pair < half, other=0.0)
     f_lo = tl.load(f_lo_ptr + pair, mask=pair < half, other=0.0)
     cos, sin = _cos_sin(pos, f_hi, f_lo)  # 2 x [BLOCK_P]
-    cos = (cos * scale)[None, :]  # [1, BLOCK_P]: one angle per pair, shared by every head
+    # [1, BLOCK_P] each: one angle per pair, shared by every head
+    cos = (cos * scale)[None, :]
     sin = (sin * scale)[None, :]
     _rotate_token(
         q_ptr, qo_ptr, b, s, q_heads, half, sqb, sqh, sqs, sqd, soqb, soqh, soqs, soqd,

@@ -7,10 +7,14 @@ every page land in ``_build/screenshots/`` for review.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+from pathlib import Path
 from urllib.parse import urlparse
 
+import axe_playwright_python
 import pytest
 from chapters import ROOT, toc_files
 from playwright.sync_api import sync_playwright
@@ -47,6 +51,34 @@ RAW_TEX_JS = """() => {
 }"""
 
 
+# Boxes whose content runs past their right edge: a reader has to scroll them, or cannot
+# see the end at all. Closed toggles (checks, solutions) have no width and are skipped.
+OVERFLOW_JS = """(phone) => {
+  const out = [];
+  const doc = document.scrollingElement;
+  if (doc.scrollWidth > window.innerWidth + 1) out.push(`the page: ${doc.scrollWidth} px`);
+  const boxes = phone ? 'article pre'
+    : 'article pre, article table, article mjx-container[display="true"]';
+  const scrollers = phone ? [] : [...document.querySelectorAll('article *')].filter(
+    e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX));
+  for (const e of [...document.querySelectorAll(boxes), ...scrollers]) {
+    if (e.clientWidth && e.scrollWidth > e.clientWidth + 1) {
+      const line = (e.innerText || '').split('\\n').find(l => l.length > 60) || e.innerText;
+      out.push(`${e.tagName.toLowerCase()} ${e.scrollWidth} > ${e.clientWidth} px: ${line.slice(0, 70)}`);
+    }
+  }
+  return out;
+}"""
+
+
+# axe-core, the engine the PyData theme runs in its own CI, from the wheel that ships it.
+AXE_JS = Path(axe_playwright_python.__file__).parent / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
+AXE_JSON = SHOTS.parent / "axe"
+# Findings accepted on every page, each with its reason. None is serious or critical.
+AXE_ACCEPTED: dict[str, str] = {}
+
+
 def browser_path() -> str:
     path = os.environ.get("POSENC_BROWSER") or next(filter(None, map(shutil.which, BROWSERS)), None)
     if not path:
@@ -67,8 +99,8 @@ def browser():
 class Visit:
     """One page load with every request recorded and every remote one blocked."""
 
-    def __init__(self, browser, url: str):
-        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+    def __init__(self, browser, url: str, width: int = 1280):
+        self.page = browser.new_page(viewport={"width": width, "height": 900})
         self.page.set_default_timeout(TIMEOUT_MS)
         self.remote, self.failed = [], []
         self.page.route("**/*", self._route)
@@ -109,8 +141,71 @@ def test_page_renders_offline(browser, name):
         "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
     )
     assert not broken, f"images that did not load: {broken}"
+    overflow = page.evaluate(OVERFLOW_JS, False)
+    assert not overflow, f"{len(overflow)} box(es) wider than the column at 1280 px: {overflow[:5]}"
     page.screenshot(path=str(SHOTS / f"{name.rsplit('/', 1)[-1]}.png"), full_page=True)
     page.close()
+
+
+@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
+def test_page_fits_a_phone(browser, name):
+    """At 390 px the page never scrolls sideways and code wraps; wide tables and formulas
+    scroll inside their own box."""
+    visit = Visit(browser, url_of(name), width=390)
+    visit.typeset()
+    overflow = visit.page.evaluate(OVERFLOW_JS, True)
+    assert not overflow, f"{len(overflow)} overflow(s) at 390 px: {overflow[:5]}"
+    (SHOTS / "phone").mkdir(exist_ok=True)
+    visit.page.screenshot(path=str(SHOTS / "phone" / f"{name.rsplit('/', 1)[-1]}.png"), full_page=True)
+    visit.page.close()
+
+
+def axe_violations(page, rules: list[str] | None = None) -> list[dict]:
+    page.add_script_tag(path=str(AXE_JS))
+    run_only = {"type": "rule", "values": rules} if rules else {"type": "tag", "values": AXE_TAGS}
+    options = {"runOnly": run_only, "resultTypes": ["violations"]}
+    return page.evaluate("async (options) => (await axe.run(document, options)).violations", options)
+
+
+@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
+def test_axe_finds_nothing_serious(browser, name):
+    """axe-core (WCAG 2.1 A/AA and best practices) on every page: no serious or critical
+    violation, in light mode and, for colour contrast, in dark mode; every finding is
+    written to _build/axe/ for review. Images must describe themselves, not name a file."""
+    visit = Visit(browser, url_of(name))
+    visit.typeset()
+    page = visit.page
+    found = axe_violations(page)
+    # no colour transitions: axe must measure the dark theme, not a colour on its way there
+    page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
+    page.evaluate("() => { document.documentElement.dataset.theme = 'dark'; }")
+    dark = axe_violations(page, ["color-contrast"])
+    AXE_JSON.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "light": {v["id"]: [v["impact"], len(v["nodes"])] for v in found},
+        "dark": {v["id"]: [v["impact"], len(v["nodes"])] for v in dark},
+    }
+    (AXE_JSON / f"{name.rsplit('/', 1)[-1]}.json").write_text(json.dumps(summary, indent=1))
+    bad = [
+        f"{v['id']} ({v['impact']}, {len(v['nodes'])}x): {v['nodes'][0]['target']}"
+        for v in found + dark
+        if v["impact"] in ("serious", "critical") and v["id"] not in AXE_ACCEPTED
+    ]
+    assert not bad, f"axe-core: {bad}"
+    alts = page.evaluate("() => [...document.querySelectorAll('article img')].map(i => i.alt)")
+    named = [a for a in alts if not a.strip() or re.search(r"\.(png|svg|jpe?g)$|_images/", a)]
+    assert not named, f"images whose alt text is empty or a file name: {named[:3]}"
+    page.close()
+
+
+def test_one_search_box(browser):
+    visit = Visit(browser, url_of(PAGES[0]))
+    shown = visit.page.evaluate(
+        "() => [...document.querySelectorAll('.search-button-field, form.bd-search')]"
+        ".filter(e => e.offsetParent !== null).length"
+    )
+    assert shown == 1, f"{shown} search boxes on the page"
+    visit.page.close()
 
 
 def test_equations_are_typeset_on_the_formula_chapter(browser):

@@ -1,0 +1,98 @@
+"""The ``bad-input-catalog`` directive: every entry of ``posenc_book/data/bad_inputs.yaml``
+run at build time and shown as a table (call, exception, message), one section per family.
+
+The messages on the page are the ones the installed ``posenc`` raises today, not copies; an
+entry that raises nothing or the wrong exception is a build warning, which fails ``-W``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from docutils import nodes
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+LOGGER = logging.getLogger(__name__)
+
+
+def families(text: str) -> list[tuple[str, list[dict]]]:
+    """(family title, entries): a comment line after a blank line opens a family."""
+    found, blank = [], False
+    for line in text.splitlines():
+        if line.startswith("- "):
+            found[-1][1].extend(yaml.safe_load(line))
+        elif line.startswith("# ") and blank and found is not None:
+            found.append((line[2:].strip(), []))
+        blank = not line.strip()
+    return [(title, entries) for title, entries in found if entries]
+
+
+def _run(call: str) -> tuple[str, str]:
+    import torch
+
+    import posenc
+
+    namespace = {"torch": torch, **{name: getattr(posenc, name) for name in posenc.__all__}}
+    try:
+        eval(call, namespace)  # the catalog's own expressions, nothing from outside the repo
+    except Exception as err:  # the table shows whatever is raised
+        return type(err).__name__, str(err)
+    return "no error", ""
+
+
+def _table(rows: list[tuple[str, str, str]]) -> nodes.table:
+    table = nodes.table(classes=["bad-inputs"])
+    group = nodes.tgroup(cols=3)
+    table += group
+    for width in (40, 14, 46):
+        group += nodes.colspec(colwidth=width)
+    head, body = nodes.thead(), nodes.tbody()
+    group += head
+    group += body
+    row = nodes.row()
+    for title in ("call", "raises", "message"):
+        row += nodes.entry("", nodes.paragraph(text=title))
+    head += row
+    for call, raised, message in rows:
+        row = nodes.row()
+        row += nodes.entry("", nodes.paragraph("", "", nodes.literal(text=call)))
+        row += nodes.entry("", nodes.paragraph(text=raised))
+        row += nodes.entry("", nodes.paragraph(text=message))
+        body += row
+    return table
+
+
+class BadInputCatalog(SphinxDirective):
+    required_arguments = 1  # the catalog's path, relative to the repository root
+
+    def run(self):
+        path = self.env.app.srcdir / self.arguments[0]
+        self.env.note_dependency(str(path))
+        out = []
+        for title, entries in families(path.read_text(encoding="utf-8")):
+            section = nodes.section(ids=[nodes.make_id(f"bad-{title}")])
+            section += nodes.title(text=title)
+            rows = []
+            for entry in entries:
+                raised, message = _run(entry["call"])
+                if raised != entry["raises"] or not re.search(entry["match"], message):
+                    LOGGER.warning(
+                        "bad input %s raised %s (%s), the catalog expects %s matching %r",
+                        entry["call"],
+                        raised,
+                        message,
+                        entry["raises"],
+                        entry["match"],
+                        location=self.get_location(),
+                    )
+                rows.append((entry["call"], raised, message))
+            section += _table(rows)
+            out.append(section)
+        return out
+
+
+def setup(app):
+    app.add_directive("bad-input-catalog", BadInputCatalog)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
