@@ -105,7 +105,7 @@ index: $(VENV)/.test
 	$(PY) scripts/check_index.py
 
 site: $(VENV)/.test
-	$(PY) -m pytest -q tests/site
+	$(PY) -m pytest -q -n 2 tests/site
 
 test: lint unit index nbval nbval-cpus nbval-elsewhere book pdf site
 

@@ -127,39 +127,6 @@ def url_of(name: str) -> str:
     return (HTML / f"{name}.html").as_uri()
 
 
-@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
-def test_page_renders_offline(browser, name):
-    visit = Visit(browser, url_of(name))
-    page = visit.page
-    formulas = visit.typeset()
-    assert not visit.remote, f"requests leaving the machine: {visit.remote}"
-    assert not visit.failed, f"failed requests: {visit.failed}"
-    assert not page.evaluate(RAW_TEX_JS), "raw TeX left on the page: MathJax did not typeset it"
-    if page.evaluate("() => document.querySelectorAll('article .math').length"):
-        assert formulas > 0, "the page has math but MathJax produced no output"
-    broken = page.evaluate(
-        "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
-    )
-    assert not broken, f"images that did not load: {broken}"
-    overflow = page.evaluate(OVERFLOW_JS, False)
-    assert not overflow, f"{len(overflow)} box(es) wider than the column at 1280 px: {overflow[:5]}"
-    page.screenshot(path=str(SHOTS / f"{name.rsplit('/', 1)[-1]}.png"), full_page=True)
-    page.close()
-
-
-@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
-def test_page_fits_a_phone(browser, name):
-    """At 390 px the page never scrolls sideways and code wraps; wide tables and formulas
-    scroll inside their own box."""
-    visit = Visit(browser, url_of(name), width=390)
-    visit.typeset()
-    overflow = visit.page.evaluate(OVERFLOW_JS, True)
-    assert not overflow, f"{len(overflow)} overflow(s) at 390 px: {overflow[:5]}"
-    (SHOTS / "phone").mkdir(exist_ok=True)
-    visit.page.screenshot(path=str(SHOTS / "phone" / f"{name.rsplit('/', 1)[-1]}.png"), full_page=True)
-    visit.page.close()
-
-
 def axe_violations(page, rules: list[str] | None = None) -> list[dict]:
     page.add_script_tag(path=str(AXE_JS))
     run_only = {"type": "rule", "values": rules} if rules else {"type": "tag", "values": AXE_TAGS}
@@ -167,15 +134,22 @@ def axe_violations(page, rules: list[str] | None = None) -> list[dict]:
     return page.evaluate("async (options) => (await axe.run(document, options)).violations", options)
 
 
-@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
-def test_axe_finds_nothing_serious(browser, name):
-    """axe-core (WCAG 2.1 A/AA and best practices) on every page: no serious or critical
-    violation, in light mode and, for colour contrast, in dark mode; every finding is
-    written to _build/axe/ for review. Images must describe themselves, not name a file."""
-    visit = Visit(browser, url_of(name))
-    visit.typeset()
-    page = visit.page
+def check_accessibility(page, name: str) -> None:
+    """axe-core (WCAG 2.1 A/AA and best practices): no serious or critical violation, in
+    light mode and, for colour contrast, in dark mode; every finding is written to
+    _build/axe/ for review. Images describe themselves rather than name a file, and every
+    link, button, toggle and slider in the article can take the keyboard focus."""
     found = axe_violations(page)
+    alts = page.evaluate("() => [...document.querySelectorAll('article img')].map(i => i.alt)")
+    named = [a for a in alts if not a.strip() or re.search(r"\.(png|svg|jpe?g)$|_images/", a)]
+    assert not named, f"images whose alt text is empty or a file name: {named[:3]}"
+    unreachable = page.evaluate(
+        """() => [...document.querySelectorAll(
+             'article a[href], article button, article input, article summary, article select')]
+           .filter(e => e.offsetParent !== null && (e.tabIndex < 0 || e.disabled))
+           .map(e => e.outerHTML.slice(0, 80))"""
+    )
+    assert not unreachable, f"not reachable by keyboard: {unreachable[:3]}"
     # no colour transitions: axe must measure the dark theme, not a colour on its way there
     page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
     page.evaluate("() => { document.documentElement.dataset.theme = 'dark'; }")
@@ -192,10 +166,61 @@ def test_axe_finds_nothing_serious(browser, name):
         if v["impact"] in ("serious", "critical") and v["id"] not in AXE_ACCEPTED
     ]
     assert not bad, f"axe-core: {bad}"
-    alts = page.evaluate("() => [...document.querySelectorAll('article img')].map(i => i.alt)")
-    named = [a for a in alts if not a.strip() or re.search(r"\.(png|svg|jpe?g)$|_images/", a)]
-    assert not named, f"images whose alt text is empty or a file name: {named[:3]}"
+
+
+@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
+def test_page_renders_offline_and_accessibly(browser, name):
+    visit = Visit(browser, url_of(name))
+    page = visit.page
+    formulas = visit.typeset()
+    assert not visit.remote, f"requests leaving the machine: {visit.remote}"
+    assert not visit.failed, f"failed requests: {visit.failed}"
+    assert not page.evaluate(RAW_TEX_JS), "raw TeX left on the page: MathJax did not typeset it"
+    if page.evaluate("() => document.querySelectorAll('article .math').length"):
+        assert formulas > 0, "the page has math but MathJax produced no output"
+    broken = page.evaluate(
+        "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
+    )
+    assert not broken, f"images that did not load: {broken}"
+    overflow = page.evaluate(OVERFLOW_JS, False)
+    assert not overflow, f"{len(overflow)} box(es) wider than the column at 1280 px: {overflow[:5]}"
+    page.screenshot(path=str(SHOTS / f"{name.rsplit('/', 1)[-1]}.png"), full_page=True)
+    check_accessibility(page, name)
     page.close()
+
+
+@pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
+def test_page_fits_a_phone(browser, name):
+    """At 390 px the page never scrolls sideways and code wraps; wide tables and formulas
+    scroll inside their own box."""
+    visit = Visit(browser, url_of(name), width=390)
+    visit.typeset()
+    overflow = visit.page.evaluate(OVERFLOW_JS, True)
+    assert not overflow, f"{len(overflow)} overflow(s) at 390 px: {overflow[:5]}"
+    (SHOTS / "phone").mkdir(exist_ok=True)
+    visit.page.screenshot(path=str(SHOTS / "phone" / f"{name.rsplit('/', 1)[-1]}.png"), full_page=True)
+    visit.page.close()
+
+
+@pytest.mark.parametrize("name", ["book/02_sinusoidal", "book/05_relative", "book/06_rope"])
+def test_explorable_figures_answer_the_keyboard_offline(browser, name):
+    """Each explorable figure's slider moves with the arrow keys and its readout follows,
+    with no script error and no request leaving the machine."""
+    visit = Visit(browser, url_of(name))
+    errors = []
+    visit.page.on("pageerror", lambda e: errors.append(str(e)))
+    figures = visit.page.locator("figure[id^=explore-]")
+    assert figures.count() >= 1
+    for index in range(figures.count()):
+        figure = figures.nth(index)
+        slider, readout = figure.locator("input[type=range]").first, figure.locator("output")
+        before = readout.inner_text()
+        slider.focus()
+        visit.page.keyboard.press("ArrowRight" if slider.get_attribute("value") == "0" else "ArrowLeft")
+        assert readout.inner_text() != before, f"{figure.get_attribute('id')}: the readout did not change"
+        assert slider.get_attribute("aria-valuetext")
+    assert not errors and not visit.remote, (errors, visit.remote)
+    visit.page.close()
 
 
 def test_one_search_box(browser):
