@@ -10,12 +10,33 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import torch
 
-__all__ = ["by_budget", "plot_budget_curves", "plot_text_lengths", "plot_text_positions", "scheme_colors"]
+__all__ = [
+    "by_budget",
+    "plot_budget_curves",
+    "plot_text_lengths",
+    "plot_text_positions",
+    "scheme_colors",
+    "scheme_styles",
+]
 
 
 def scheme_colors(schemes) -> dict[str, tuple]:
     """One colour of matplotlib's tab10 per scheme, in order."""
     return dict(zip(schemes, plt.get_cmap("tab10").colors, strict=False))
+
+
+#: Line styles and markers in scheme order: curves that coincide (several schemes at 1.0,
+#: rope and rope_pi before any extrapolation) stay distinguishable, and not by colour alone.
+_STYLES = [("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ("-", "v"), ("--", "P"), ("-.", "X"), (":", "*")]
+
+
+def scheme_styles(schemes) -> dict[str, dict]:
+    """Keyword arguments for ``plot`` per scheme: colour, line style and marker."""
+    colors = scheme_colors(schemes)
+    return {
+        name: {"color": colors[name], "ls": _STYLES[i % 8][0], "marker": _STYLES[i % 8][1]}
+        for i, name in enumerate(schemes)
+    }
 
 
 def by_budget(saved: dict) -> dict[tuple, list[float | None]]:
@@ -41,7 +62,7 @@ def plot_budget_curves(saved: dict, task: str, multipliers=(1, 4), schemes=None,
     config = saved["config"]
     schemes = schemes or config["schemes"]
     steps = sorted({c["step"] for r in saved["runs"] for c in r["checkpoints"]})
-    table, colors = by_budget(saved), scheme_colors(config["schemes"])
+    table, colors, styles = by_budget(saved), scheme_colors(config["schemes"]), scheme_styles(config["schemes"])
     fig, axes = plt.subplots(1, len(multipliers), figsize=(4.4 * len(multipliers), 3.4), sharey=True, squeeze=False)
     for ax, m in zip(axes[0], multipliers, strict=True):
         for name in schemes:
@@ -51,10 +72,10 @@ def plot_budget_curves(saved: dict, task: str, multipliers=(1, 4), schemes=None,
                 continue
             x = [s for s, _ in points]
             values = torch.tensor([acc for _, acc in points], dtype=torch.float64)  # [steps, seeds]
-            ax.plot(x, values.mean(1), marker="o", ms=3, lw=1.2, color=colors[name], label=name)
+            ax.plot(x, values.mean(1), ms=3.5, lw=1.2, label=name, **styles[name])
             ax.fill_between(x, values.min(1).values, values.max(1).values, color=colors[name], alpha=0.15, lw=0)
         if chance is not None:
-            ax.axhline(chance, color="gray", ls=":", lw=0.8)
+            ax.axhline(chance, color="gray", ls=":", lw=0.8, label="chance")
         ax.set_xscale("log", base=2)
         ax.set(
             xlabel="training steps (budget)",
@@ -65,7 +86,8 @@ def plot_budget_curves(saved: dict, task: str, multipliers=(1, 4), schemes=None,
         ax.tick_params(axis="x", labelrotation=45)
         ax.minorticks_off()
     axes[0][0].set_ylabel("accuracy")
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right upper", fontsize=8)
+    handles = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8)
     return fig
 
 
@@ -99,15 +121,15 @@ def plot_text_positions(document: dict, multiplier: int, schemes) -> plt.Figure:
     config = document["config"]
     length = config["train_length"] * multiplier
     index = config["multipliers"].index(multiplier)
-    colors = scheme_colors(config["schemes"])
+    styles = scheme_styles(config["schemes"])
     fig, ax = plt.subplots(figsize=(7, 3.4))
     for name in schemes:
         curves = [r["evaluations"][index]["by_position"] for r in document["runs"] if r["scheme"] == name]
         mean = torch.tensor(curves, dtype=torch.float64).mean(0)
         width = length / len(mean)
         centres = (torch.arange(len(mean)) + 0.5) * width
-        ax.plot(centres, mean, marker="o", ms=3, color=colors[name], label=name)
+        ax.plot(centres, mean, ms=3.5, label=name, **styles[name])
     ax.axvline(config["train_length"], color="gray", ls="--", lw=0.8)
     ax.set(xlabel="position in the window", ylabel="bits per character", title=f"windows of {length} characters")
-    ax.legend(fontsize=8, ncols=2)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return fig
