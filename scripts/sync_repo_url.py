@@ -27,7 +27,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_MARK = "# Colab, or any Python without the book's package:"
 # On the site the cell is folded away ("Show code cell"); in a notebook it runs first.
-INSTALL_HEADER = "```{code-cell} ipython3\n:tags: [hide-cell]\n\n"
+INSTALL_HEADER = (
+    "```{code-cell} ipython3\n---\nmystnb:\n  code_prompt_hide: Hide the install cell\n"
+    "  code_prompt_show: Show the install cell (for Colab)\ntags: [hide-cell]\n---\n"
+)
 
 
 def repository() -> tuple[str, str, str]:
@@ -67,7 +70,7 @@ def with_install_cell(markdown: str) -> str:
         raise ValueError("a chapter without code cells")
     first, _, after = rest.partition("```\n")
     cell = INSTALL_HEADER + install_cell() + "\n```\n"
-    if INSTALL_MARK in first.split("\n\n", 1)[-1].split("\n", 1)[0] or first.startswith(INSTALL_MARK):
+    if any(line.startswith(INSTALL_MARK) for line in first.splitlines()[:12]):  # header, then the mark
         return head + cell + after
     return head + cell + "\n" + sep + rest
 

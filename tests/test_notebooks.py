@@ -124,8 +124,8 @@ def test_chapter_ends_with_checked_exercises(path):
 def _shown_objects(md: Path):
     """(file, pyobject, start-at) of every ``literalinclude`` in a chapter's twin."""
     text = md.read_text(encoding="utf-8")
-    for match in re.finditer(r"```\{literalinclude\} (\S+)\n((?::\S+: .*\n)*)", text):
-        options = dict(re.findall(r":(\S+): (.*)", match.group(2)))
+    for match in re.finditer(r"```\{literalinclude\} (\S+)\n((?::[a-z-]+:.*\n)*)", text):
+        options = dict(re.findall(r"^:([a-z-]+):\s?(.*)$", match.group(2), re.M))
         yield (md.parent.parent / match.group(1)).resolve(), options["pyobject"], options.get("start-at")
 
 

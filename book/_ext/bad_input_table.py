@@ -59,7 +59,8 @@ def _table(rows: list[tuple[str, str, str]]) -> nodes.table:
         row = nodes.row()
         row += nodes.entry("", nodes.paragraph("", "", nodes.literal(text=call)))
         row += nodes.entry("", nodes.paragraph(text=raised))
-        row += nodes.entry("", nodes.paragraph(text=message))
+        # the message as printed: literal, so no typographic quotes replace its own
+        row += nodes.entry("", nodes.paragraph("", "", nodes.literal(text=message, classes=["message"])))
         body += row
     return table
 

@@ -12,6 +12,8 @@ passes axe-core's checks (tests/site/test_browser.py):
 
 from __future__ import annotations
 
+import inspect
+import shutil
 from pathlib import Path
 
 STATIC = Path(__file__).parent / "static"
@@ -23,6 +25,15 @@ REPAIRS = (
         ' role="complementary" aria-label="Book contents">',
     ),
 )
+
+
+def _no_type_docstrings(_app, what, _name, obj, *rest) -> None:
+    """A constant without a doc comment gets its type's docstring from autodoc (tuple's,
+    str's, int's help); the API page shows nothing rather than Python's built-in help."""
+    lines = rest[-1]  # (options, lines), as autodoc passes them
+    doc = getattr(type(obj), "__doc__", None)
+    if what in ("data", "attribute") and doc and "\n".join(lines).strip() == inspect.cleandoc(doc).strip():
+        lines.clear()
 
 
 def _add_static(app) -> None:
@@ -39,6 +50,10 @@ def repair(html: str) -> str:
 def _repair_pages(app, exc) -> None:
     if exc is not None or app.builder.format != "html":
         return
+    # Sphinx copies static files only when some page was rewritten; the stylesheet must
+    # match its source after every build, so it is copied here too.
+    for source in STATIC.iterdir():
+        shutil.copyfile(source, Path(app.outdir) / "_static" / source.name)
     for page in Path(app.outdir).rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         fixed = repair(text)
@@ -49,5 +64,6 @@ def _repair_pages(app, exc) -> None:
 def setup(app):
     app.connect("builder-inited", _add_static)
     app.connect("build-finished", _repair_pages)
+    app.connect("autodoc-process-docstring", _no_type_docstrings)
     app.add_css_file("posenc.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -145,3 +145,11 @@ def test_site_size_budgets():
     assert total < 25 * 2**20, f"site is {total / 2**20:.1f} MiB (budget 25 MiB)"
     heaviest = max(PAGES, key=page_weight)
     assert page_weight(heaviest) < 2 * 2**20, f"{heaviest.name} weighs {page_weight(heaviest) / 2**20:.1f} MiB"
+
+
+def test_api_page_shows_no_borrowed_help():
+    """Constants without a doc comment show no docstring, not their type's (tuple's, str's),
+    and methods show their own docstring or none, not torch's."""
+    api = (HTML / "book" / "api.html").read_text(encoding="utf-8")
+    for borrowed in ("Built-in immutable sequence", "str(object=", "re-implement this method"):
+        assert borrowed not in api, f"the API page shows borrowed help: {borrowed!r}"
