@@ -12,6 +12,11 @@ INSTALL := $(PIP) install --no-compile
 HTML   := _build/html
 # Chapters are the numbered notebooks; their MyST twins live in book/md_src/.
 CHAPTERS := $(sort $(wildcard book/[0-9][0-9]_*.ipynb))
+# The Chinese editions (scripts/editions.py generates them from the English chapters and
+# the Simplified translation): same code cells, same outputs.
+EDITIONS := zh-hans zh-hant
+HANS := $(sort $(wildcard zh-hans/book/[0-9][0-9]_*.ipynb))
+HANT := $(sort $(wildcard zh-hant/book/[0-9][0-9]_*.ipynb))
 PORT   ?= 8000
 # torch 2.13.0 comes first, on its own. Without an NVIDIA GPU the CPU build is taken from
 # PyTorch's CPU index (about 0.2 GB instead of several GB of CUDA libraries); with one,
@@ -19,11 +24,14 @@ PORT   ?= 8000
 # TORCH_INDEX=https://download.pytorch.org/whl/cu128, or TORCH_INDEX= for the public index.
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 # Committed outputs must not depend on how a CPU rounds: nbval runs natively, with ATen's
-# AVX2 kernels (nbval-cpus) and with its generic kernels (nbval-elsewhere).
+# AVX2 kernels (nbval-cpus) and with its generic kernels (nbval-elsewhere). The three
+# editions share their code and outputs (tests/test_editions.py), so the English chapters
+# run natively, the Traditional ones with AVX2 and the Simplified ones elsewhere: every
+# chapter of every edition runs once, each cell under all three.
 ELSEWHERE := $(or $(TMPDIR),/tmp)/posenc-elsewhere
 NBVAL := -m pytest -q -n 2 --dist loadfile --nbval --nbval-sanitize-with
 
-.PHONY: book pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean help
+.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean help
 
 help:
 	@echo "make book       set up .venv if missing and build the site into $(HTML)"
@@ -32,7 +40,8 @@ help:
 	@echo "                resolved from the public index, book build, site checks"
 	@echo "make pdf        the whole book as one PDF, $(HTML)/posenc-book.pdf (needs Chromium)"
 	@echo "make lab        JupyterLab on the chapters"
-	@echo "make notebooks  re-execute every chapter top to bottom and sync the MyST twins"
+	@echo "make notebooks  re-execute every chapter top to bottom, sync the MyST twins and the"
+	@echo "                Chinese editions"
 	@echo "make lock       re-pin requirements*.txt from pyproject.toml against the public index"
 	@echo "make serve      serve $(HTML) on http://localhost:$(PORT)"
 
@@ -57,9 +66,23 @@ $(VENV)/.test: $(VENV)/.book requirements-test.txt
 	$(INSTALL) --quiet -r requirements-test.txt
 	touch $@
 
+# The three editions are built side by side (each log in _build/<edition>.log), then the
+# Chinese ones are placed under $(HTML)/zh-hans and $(HTML)/zh-hant, sharing the English
+# edition's static files and figures (scripts/share_assets.py).
 book: $(VENV)/.book
-	$(VENV)/bin/jupyter-book build . --builder html -n -W --keep-going
-	@echo "Book: $(abspath $(HTML))/index.html"
+	@mkdir -p _build
+	$(MAKE) --no-print-directory -j3 book-en $(addprefix book-,$(EDITIONS))
+	@for ed in $(EDITIONS); do rm -rf $(HTML)/$$ed && cp -r _build/$$ed/_build/html $(HTML)/$$ed; done
+	$(PY) scripts/share_assets.py $(HTML)
+	@echo "Book: $(abspath $(HTML))/index.html (简体中文: zh-hans/index.html, 繁體中文: zh-hant/index.html)"
+
+book-en:
+	$(VENV)/bin/jupyter-book build . --builder html -n -W --keep-going > _build/en.log 2>&1 || { cat _build/en.log; exit 1; }
+	@grep -E "build succeeded|WARNING" _build/en.log || true
+
+book-zh-%:
+	$(VENV)/bin/jupyter-book build zh-$* --path-output _build/zh-$* --builder html -n -W --keep-going > _build/zh-$*.log 2>&1 || { cat _build/zh-$*.log; exit 1; }
+	@grep -E "build succeeded|WARNING" _build/zh-$*.log || true
 
 # The whole book as one PDF, printed by Chromium from the site's own HTML (scripts/build_pdf.py).
 pdf: book $(VENV)/.test
@@ -82,23 +105,23 @@ nbval: $(VENV)/.test
 
 # The same comparison with the kernels ATen picks on an AVX2 machine.
 nbval-cpus: $(VENV)/.test
-	ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(CHAPTERS)
+	ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(HANT)
 
-# Every chapter copied to a folder outside the repository and compared there, with posenc
+# Every chapter (Simplified edition) copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
 # then chapter 10 once more with Triton hidden, as on a machine without it.
 nbval-elsewhere: $(VENV)/.test
-	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton
+	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton $(ELSEWHERE)/zh-hans
 	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) . && rm -rf build
 	$(INSTALL) --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
-	cp $(CHAPTERS) tests/nbval_sanitize.cfg $(ELSEWHERE)/
+	cp $(HANS) tests/nbval_sanitize.cfg $(ELSEWHERE)/zh-hans/
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
-	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
+	cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
 	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
-	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(notdir $(CHAPTERS))
+	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(notdir $(HANS))
 	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
 	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
-	  $(abspath $(PY)) -m pytest -q --nbval-lax -p no:cacheprovider --rootdir . 10_gpu_timing.ipynb
+	  $(abspath $(PY)) -m pytest -q --nbval-lax -p no:cacheprovider --rootdir . zh-hans/10_gpu_timing.ipynb
 
 # Every requirements file resolves from the public package index alone.
 index: $(VENV)/.test
@@ -111,6 +134,7 @@ test: lint unit index nbval nbval-cpus nbval-elsewhere book pdf site
 
 notebooks: $(VENV)/.test
 	$(PY) scripts/run_notebooks.py
+	$(PY) scripts/editions.py
 
 lock:
 	$(PYTHON) scripts/lock_requirements.py

@@ -19,6 +19,7 @@ import re
 from functools import partial
 
 from .data import data_path
+from .i18n import claim_texts, language, word
 
 #: HTML-escape ``&``, ``<`` and ``>`` (quotes are left alone).
 _escape = partial(html.escape, quote=False)
@@ -45,9 +46,15 @@ def section_titles(markdown: str) -> dict[str, str]:
     return titles
 
 
-def chapter_sections() -> dict[str, dict[str, str]]:
-    """``{chapter stem: {section id: heading}}`` for every chapter, as recorded."""
-    return json.loads(data_path("sections.json").read_text(encoding="utf-8"))
+def chapter_sections(lang: str | None = None) -> dict[str, dict[str, str]]:
+    """``{chapter stem: {section id: heading}}`` for every chapter, as recorded.
+
+    The headings are in the language of the edition (``posenc_book.i18n.language()``);
+    the section ids are the English edition's, which the Chinese editions keep as anchors.
+    """
+    lang = lang or language()
+    name = "sections.json" if lang == "en" else f"sections.{lang}.json"
+    return json.loads(data_path(name).read_text(encoding="utf-8"))
 
 
 # The claims ledger, rendered: one block per claim -------------------------------------------------------
@@ -85,33 +92,41 @@ def decided_by(claim: dict, sections: dict[str, dict[str, str]]) -> str:
     stem, _, anchor = claim["chapter"].partition("#")
     number = int(stem[:2])
     if claim.get("pending"):
-        return f"chapter {number} (pending)"
+        return word("pending").format(number=number)
     title = _escape(sections[stem].get(anchor, ""))
-    parts = [f'<a href="{stem}.html#{anchor}">chapter {number}: {title}</a>']
+    parts = [f'<a href="{stem}.html#{anchor}">{word("chapter").format(number=number)}: {title}</a>']
     if claim["test"]:
         test = _escape(claim["test"]).replace("_", "_<wbr>").replace("::", "::<wbr>")
-        parts.append(f"test <code>{test}</code>")
+        parts.append(f"{word('test')} <code>{test}</code>")
     if claim.get("source"):
-        parts.append(f"source: {_escape(SOURCES.get(claim['source'], claim['source']))}")
+        parts.append(f"{word('source')} {_escape(SOURCES.get(claim['source'], claim['source']))}")
     return " · ".join(parts)
 
 
 def claim_block(claim: dict, sections: dict[str, dict[str, str]]) -> str:
-    """HTML for one claim: the quote and its translation, the claim checked, the verdict, why, what decides it."""
+    """HTML for one claim: the quote and its translation, the claim checked, the verdict, why, what decides it.
+
+    In a Chinese edition the claim, the reason and the labels are in its language, and the
+    English translation of the quote is left out.
+    """
+    lang = language()
+    texts = claim if lang == "en" else claim_texts(lang)[claim["id"]]
     colour = VERDICT_COLOURS[claim["verdict"]]
     head = (
         f"<b>{claim['id']}</b> · <small>{_escape(claim['location'])}</small> · "
         f'<b class="verdict verdict-{claim["verdict"]}" '
-        f'style="color: {VERDICT_TEXT_COLOURS[claim["verdict"]]}">{claim["verdict"]}</b>'
+        f'style="color: {VERDICT_TEXT_COLOURS[claim["verdict"]]}">{word(claim["verdict"])}</b>'
     )
     text = _escape(claim["quote"])
     if "\\" in claim["quote"] or "$" in claim["quote"]:  # the seed's TeX source, shown as written
         text = f"<code>{text}</code>"
     quote = f'<div lang="zh" style="margin: 0.3em 0; font-size: 1.05em">「{text}」</div>'
-    translation = f'<div style="margin-bottom: 0.3em"><i>{_escape(claim["translation"])}</i></div>'
-    checked = f"<div><b>Claim:</b> {_escape(claim['claim'])}</div>"
-    why = f"<details><summary>why</summary>{_escape(claim['reason'])}</details>"
-    where = f'<div style="font-size: 0.85em">Decided by {decided_by(claim, sections)}</div>'
+    translation = ""
+    if lang == "en":
+        translation = f'<div style="margin-bottom: 0.3em"><i>{_escape(claim["translation"])}</i></div>'
+    checked = f"<div><b>{word('claim')}</b> {_escape(texts['claim'])}</div>"
+    why = f"<details><summary>{word('why')}</summary>{_escape(texts['reason'])}</details>"
+    where = f'<div style="font-size: 0.85em">{word("decided by")} {decided_by(claim, sections)}</div>'
     style = f"border-left: 4px solid {colour}; padding: 0.1em 0 0.1em 0.8em; margin: 0 0 1em 0"
     return f'<div id="claim-{claim["id"]}" style="{style}">{head}{quote}{translation}{checked}{why}{where}</div>'
 

@@ -27,7 +27,12 @@ def test_data_path_names_what_is_available_when_a_file_is_missing():
 
 
 def test_recorded_globs_the_data_folder():
-    assert [p.name for p in recorded("*.yaml")] == ["bad_inputs.yaml", "claims.yaml"]
+    assert [p.name for p in recorded("*.yaml")] == [
+        "bad_inputs.yaml",
+        "claims.yaml",
+        "claims.zh-hans.yaml",
+        "claims.zh-hant.yaml",
+    ]
     assert recorded("gpu_rope_*.json") == sorted(recorded("gpu_rope_*.json"))
 
 

@@ -8,11 +8,15 @@ entry that raises nothing or the wrong exception is a build warning, which fails
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 from docutils import nodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
+
+#: The repository: the catalog path is relative to it in every edition of the book.
+ROOT = Path(__file__).resolve().parents[2]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -66,10 +70,10 @@ def _table(rows: list[tuple[str, str, str]]) -> nodes.table:
 
 
 class BadInputCatalog(SphinxDirective):
-    required_arguments = 1  # the catalog's path, relative to the repository root
+    required_arguments = 1  # the catalog's path, relative to the repository root (every edition's)
 
     def run(self):
-        path = self.env.app.srcdir / self.arguments[0]
+        path = ROOT / self.arguments[0]
         self.env.note_dependency(str(path))
         out = []
         for title, entries in families(path.read_text(encoding="utf-8")):

@@ -1,6 +1,7 @@
 """Checks of the built site in _build/html (run after `make book`)."""
 
 import re
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -9,7 +10,9 @@ import pytest
 from chapters import ROOT, toc_files
 
 HTML = ROOT / "_build" / "html"
-PAGES = [HTML / f"{f}.html" for f in toc_files()]
+EDITIONS = ("", "zh-hans", "zh-hant")  # English at the root, the Chinese editions in folders
+PAGES = [HTML / edition / f"{f}.html" for edition in EDITIONS for f in toc_files()]
+IDS = [f"{p.parent.parent.name}-{p.stem}".removeprefix("html-") for p in PAGES]
 
 
 class Refs(HTMLParser):
@@ -47,12 +50,12 @@ def test_site_was_built():
     assert (HTML / "index.html").exists(), "no _build/html/index.html: run `make book` first"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
 def test_every_toc_entry_has_a_page(page):
     assert page.exists(), f"{page.relative_to(ROOT)} was not built"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
 def test_no_script_or_style_from_a_cdn(page):
     r = refs(page)
     remote = [u for u in r.scripts + r.links if is_remote(u)]
@@ -61,7 +64,7 @@ def test_no_script_or_style_from_a_cdn(page):
         assert local_target(page, url).exists(), f"{page.name}: {url} does not exist"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
 def test_every_image_exists(page):
     for url in refs(page).images:
         if url.startswith("data:"):
@@ -140,9 +143,20 @@ def page_weight(page: Path) -> int:
 
 
 def test_site_size_budgets():
-    # the PDF edition is a download with its own budget (tests/site/test_pdf.py)
-    total = sum(p.stat().st_size for p in HTML.rglob("*") if p.is_file() and p.suffix != ".pdf")
-    assert total < 25 * 2**20, f"site is {total / 2**20:.1f} MiB (budget 25 MiB)"
+    """English 25 MiB; each Chinese edition 12 MiB of its own, since it uses the English
+    edition's theme, MathJax and figures (scripts/share_assets.py). The PDF is a download
+    with its own budget (tests/site/test_pdf.py)."""
+
+    def size(folder: Path, skip=()) -> int:
+        files = (p for p in folder.rglob("*") if p.is_file() and p.suffix != ".pdf")
+        return sum(p.stat().st_size for p in files if not any(s in p.relative_to(folder).parts[:1] for s in skip))
+
+    total = size(HTML, skip=EDITIONS[1:])
+    assert total < 25 * 2**20, f"the English site is {total / 2**20:.1f} MiB (budget 25 MiB)"
+    for edition in EDITIONS[1:]:
+        own = size(HTML / edition)
+        assert own < 12 * 2**20, f"{edition} is {own / 2**20:.1f} MiB (budget 12 MiB)"
+        assert not (HTML / edition / "_static" / "mathjax").exists(), f"{edition} has its own MathJax"
     heaviest = max(PAGES, key=page_weight)
     assert page_weight(heaviest) < 2 * 2**20, f"{heaviest.name} weighs {page_weight(heaviest) / 2**20:.1f} MiB"
 
@@ -150,6 +164,74 @@ def test_site_size_budgets():
 def test_api_page_shows_no_borrowed_help():
     """Constants without a doc comment show no docstring, not their type's (tuple's, str's),
     and methods show their own docstring or none, not torch's."""
-    api = (HTML / "book" / "api.html").read_text(encoding="utf-8")
+    api = (HTML / "book" / "api.html").read_text(encoding="utf-8")  # the Chinese editions' is the same
     for borrowed in ("Built-in immutable sequence", "str(object=", "re-implement this method"):
         assert borrowed not in api, f"the API page shows borrowed help: {borrowed!r}"
+
+
+class Skeleton(HTMLParser):
+    """A page without its words: each tag with its attributes' names, its id and classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, tuple(sorted(a)), a.get("id"), a.get("class")))
+
+
+def skeleton(page: Path) -> list:
+    parser = Skeleton()
+    parser.feed(re.sub(r'<nav class="posenc-languages".*?</nav>', "", page.read_text(encoding="utf-8"), flags=re.S))
+    return parser.tags
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_every_page_links_to_itself_in_the_other_editions(page):
+    text = page.read_text(encoding="utf-8")
+    nav = re.search(r'<nav class="posenc-languages".*?</nav>', text, re.S)
+    assert nav, f"{page.relative_to(HTML)} has no language links"
+    hrefs = re.findall(r'href="([^"]+)"', nav.group(0))
+    assert len(hrefs) == 2 and 'aria-current="page"' in nav.group(0)
+    for href in hrefs:
+        target = local_target(page, href)
+        assert target.is_file(), f"{page.relative_to(HTML)} links to {href}, which is missing"
+        assert target.relative_to(HTML).parts[-2:] == page.relative_to(HTML).parts[-2:]
+    assert text.count('<link rel="alternate" hreflang=') == 3
+
+
+@pytest.mark.parametrize("name", toc_files())
+def test_traditional_pages_have_the_simplified_pages_structure(name):
+    """The Traditional edition is the Simplified one, converted character by character: the
+    same elements with the same attributes, so the browser checks that depend on structure
+    (axe-core's) hold for both once they hold for one. (Counted, not in order: the glossary
+    sorts its terms by their characters.)"""
+    hans, hant = skeleton(HTML / "zh-hans" / f"{name}.html"), skeleton(HTML / "zh-hant" / f"{name}.html")
+    assert Counter(hant) == Counter(hans)
+    if not name.endswith("glossary"):
+        assert hant == hans
+
+
+def cells(page: Path) -> list[str]:
+    """The rendered code cells of a page that are the same in every edition: code and
+    outputs, with the image paths, alt texts and captions (translated) left out."""
+    text = re.sub(r"(\.\./)+_images/", "_images/", page.read_text(encoding="utf-8"))
+    text = re.sub(r' alt="[^"]*"| id="id\d+"|<figcaption>.*?</figcaption>', "", text, flags=re.S)
+    found = re.findall(r'<div class="cell_output docutils container">.*?</div>\n</div>', text, re.S)
+    found += re.findall(r'<div class="highlight-ipython3 notranslate">.*?</pre></div>', text, re.S)
+    return found
+
+
+@pytest.mark.parametrize("name", [f for f in toc_files() if f.split("/")[-1][:2].isdigit()])
+def test_chinese_pages_show_the_english_code_and_outputs(name):
+    """What the Chinese pages' browser checks leave to the English ones (code and outputs)
+    is the same HTML on every edition's page; chapter 11's ledger is in its language."""
+    english = cells(HTML / f"{name}.html")
+    assert english
+    for edition in EDITIONS[1:]:
+        ours = cells(HTML / edition / f"{name}.html")
+        if name.endswith("11_claims"):
+            assert len(ours) == len(english) and ours != english
+        else:
+            assert ours == english, f"{edition}/{name}: the code or outputs differ from English"

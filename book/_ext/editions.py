@@ -1,0 +1,120 @@
+"""Language links between the book's editions, and Chinese search.
+
+The book is built three times: English at the site's root, Simplified Chinese under
+``zh-hans/`` and Traditional Chinese under ``zh-hant/`` (``scripts/editions.py`` keeps them in
+step). Every page starts with links to the same page in the other editions (the fragment
+of the address is kept, since the Chinese pages carry the English headings' anchors), and
+its head names them as alternates for search engines.
+
+In a Chinese edition the English parts of a page are marked ``lang="en"`` (the API
+documentation, generated from English docstrings), so that a screen reader switches voice,
+and the search index is built by :class:`SearchChinese`: Sphinx's Chinese search with the
+text segmented by jieba's Rust port (``rjieba``, which ships wheels; ``jieba`` does not),
+taught the book's terms from the edition's glossary, so that a term such as 旋转位置编码 is
+indexed whole as well as in its parts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sphinx.search.zh import SearchChinese as _SphinxChinese
+
+#: Edition folder, the language tag of its pages, and its name in its own language.
+EDITIONS = (("", "en", "English"), ("zh-hans", "zh-Hans", "简体中文"), ("zh-hant", "zh-Hant", "繁體中文"))
+_BY_LANGUAGE = {None: "", "en": "", "zh_CN": "zh-hans", "zh_TW": "zh-hant"}
+_TERMS: list[str] = []
+#: Words of the book that jieba's dictionary lacks, so that they are found inside the terms
+#: (长度外推, 位置插值, 置换等变性, 相对位置分桶), in both scripts.
+WORDS = "外推 插值 内插 等变 分桶 掩码 词元 偏移量 底数 波长 外插 內插 等變 掩碼 詞元 底數 波長".split()
+
+
+def edition_of(app) -> str:
+    """The edition's folder ("" for English), from Sphinx's ``language`` setting."""
+    return _BY_LANGUAGE[app.config.language]
+
+
+def language_links(pagename: str, here: str) -> str:
+    """The HTML of the language links at the top of a page."""
+    to_root = "../" * pagename.count("/") + ("../" if here else "")
+    links = []
+    for folder, tag, name in EDITIONS:
+        if folder == here:
+            links.append(f'<span lang="{tag}" aria-current="page">{name}</span>')
+            continue
+        href = f"{to_root}{folder + '/' if folder else ''}{pagename}.html"
+        links.append(f'<a href="{href}" lang="{tag}" hreflang="{tag}">{name}</a>')
+    return (
+        '<nav class="posenc-languages" aria-label="Language · 语言 · 語言">'
+        + " · ".join(links)
+        + "</nav><script>document.querySelectorAll('.posenc-languages a').forEach(a => "
+        "a.addEventListener('click', () => { a.href = a.href.split('#')[0] + location.hash; }));"
+        "</script>"
+    )
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    if "body" not in context:
+        return
+    here = edition_of(app)
+    context["body"] = language_links(pagename, here) + context["body"]
+    to_root = "../" * pagename.count("/") + ("../" if here else "")
+    context["metatags"] = context.get("metatags", "") + "".join(
+        f'\n<link rel="alternate" hreflang="{tag}" href="{to_root}{folder + "/" if folder else ""}{pagename}.html">'
+        for folder, tag, _ in EDITIONS
+    )
+    if here:  # English docstrings and error messages inside a Chinese page
+        body = context["body"].replace('<dl class="py ', '<dl lang="en" class="py ')
+        context["body"] = re.sub(r'<table class="([^"]*bad-inputs)', r'<table lang="en" class="\1', body)
+
+
+class SearchChinese(_SphinxChinese):
+    """Sphinx's Chinese search, segmenting with rjieba and the book's glossary terms."""
+
+    def init(self, options: dict[str, str]) -> None:
+        super().init({})
+        import rjieba
+
+        self.jieba = rjieba.Jieba()
+        for word in [*_TERMS, *WORDS]:
+            self.jieba.add_word(word, None, None)
+
+    def split(self, input: str) -> list[str]:
+        """Each word, every known longer word inside it and every two characters in it:
+        旋转位置编码 gives 旋转位置编码, 位置编码, 旋转, 转位, 位置, 置编, 编码. (jieba's
+        search mode gives only the two-character words its dictionary knows, which is mostly
+        Simplified: 旋轉 would be lost in 旋轉位置編碼.)"""
+        words = []
+        for token in self.jieba.cut(input):
+            if not token.strip():
+                continue
+            words.append(token)
+            words += [
+                token[i : i + n]
+                for n in range(2, len(token))
+                for i in range(len(token) - n + 1)
+                if n == 2 or self.jieba.has_word(token[i : i + n])
+            ]
+        latin = [term.strip() for term in self.latin1_letters.findall(input)]
+        self.latin_terms.extend(latin)
+        return words + latin
+
+
+def glossary_terms(path: Path) -> list[str]:
+    """The Chinese terms of an edition's glossary: the unindented lines of its glossary
+    directive that have Han characters."""
+    block = re.search(r"^```\{glossary\}\n(.*?)^```", path.read_text(encoding="utf-8"), re.S | re.M).group(1)
+    return [line.strip() for line in block.splitlines() if re.match(r"^[^\s:].*[\u4e00-\u9fff]", line)]
+
+
+def _builder_inited(app) -> None:
+    if edition_of(app):
+        _TERMS[:] = glossary_terms(Path(app.srcdir) / "book" / "glossary.md")
+
+
+def setup(app):
+    app.add_search_language(SearchChinese)
+    app.connect("builder-inited", _builder_inited)
+    app.connect("html-page-context", _page_context)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,76 @@
+"""Let the Chinese editions use the English edition's static files and figures.
+
+Usage: python scripts/share_assets.py [SITE]   (default: _build/html)
+
+The three editions are built separately, so each has its own ``_static/`` (the theme,
+MathJax: about 13 MiB) and ``_images/`` (the figures, the same PNG files, since the
+outputs are the same). After the build, every file of ``SITE/zh-*/_static`` and
+``SITE/zh-*/_images`` that is byte for byte the English edition's is removed, and the
+edition's pages point one folder up, to the English copy. Files that differ (the
+language's search settings and interface strings) stay in the edition.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import re
+import sys
+from pathlib import Path
+
+EDITIONS = ("zh-hans", "zh-hant")
+SHARED = ("_static", "_images")
+REFERENCE = re.compile(r'((?:src|href)=")((?:\.\./)*)((?:_static|_images)/[^"?#]+)')
+
+
+def shared_files(site: Path, edition: str) -> set[str]:
+    """Remove the edition's copies of English files; return their paths (``_static/…``)."""
+    removed = set()
+    for folder in SHARED:
+        for path in sorted((site / edition / folder).rglob("*")):
+            relative = path.relative_to(site / edition).as_posix()
+            english = site / relative
+            if path.is_file() and english.is_file() and filecmp.cmp(path, english, shallow=False):
+                path.unlink()
+                removed.add(relative)
+        for folder_path in sorted((site / edition / folder).rglob("*"), reverse=True):
+            if folder_path.is_dir() and not any(folder_path.iterdir()):
+                folder_path.rmdir()
+    return removed
+
+
+def repoint(page: Path, depth: int, removed: set[str]) -> str:
+    """The page with its references to removed files sent to the English edition's copy."""
+
+    def one(match: re.Match) -> str:
+        attribute, ups, target = match.groups()
+        if len(ups) // 3 != depth or target not in removed:
+            return match.group(0)
+        return f"{attribute}{ups}../{target}"
+
+    return REFERENCE.sub(one, page.read_text(encoding="utf-8"))
+
+
+def share(site: Path) -> int:
+    total = 0
+    for edition in EDITIONS:
+        root = site / edition
+        removed = shared_files(site, edition)
+        total += len(removed)
+        for page in root.rglob("*.html"):
+            depth = len(page.relative_to(root).parts) - 1
+            text = repoint(page, depth, removed)
+            page.write_text(text, encoding="utf-8")
+        missing = [
+            f"{page.relative_to(site)}: {target}"
+            for page in root.rglob("*.html")
+            for _, ups, target in REFERENCE.findall(page.read_text(encoding="utf-8"))
+            if not (page.parent / ups / target).resolve().is_file()
+        ]
+        if missing:
+            raise SystemExit(f"references to files that do not exist: {missing[:5]}")
+    return total
+
+
+if __name__ == "__main__":
+    site = Path(sys.argv[1] if len(sys.argv) > 1 else "_build/html")
+    print(f"{share(site)} static files and figures shared with the English edition")
