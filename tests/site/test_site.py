@@ -235,3 +235,28 @@ def test_chinese_pages_show_the_english_code_and_outputs(name):
             assert len(ours) == len(english) and ours != english
         else:
             assert ours == english, f"{edition}/{name}: the code or outputs differ from English"
+
+
+class Links(HTMLParser):
+    """The targets of a page's links that stay on the site."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs = []
+
+    def handle_starttag(self, tag, attrs):
+        href = dict(attrs).get("href")
+        if tag == "a" and href and not is_remote(href) and not href.startswith(("#", "mailto:", "data:")):
+            self.hrefs.append(href)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_every_link_on_the_site_leads_to_a_file(page):
+    """Each link to another file of the site (a page, the PDF, a notebook) finds it; the
+    Chinese editions' links into the English one included."""
+    parser = Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    missing = sorted({h for h in parser.hrefs if not local_target(page, h).exists()})
+    if "posenc-book.pdf" in " ".join(missing) and not (HTML / "posenc-book.pdf").exists():
+        missing = [h for h in missing if not h.endswith("posenc-book.pdf")]  # `make book` without `make pdf`
+    assert not missing, f"{page.relative_to(HTML)} links to files that do not exist: {missing[:5]}"
