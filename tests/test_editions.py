@@ -185,3 +185,5 @@ def test_chinese_search_indexes_the_glossary_terms():
     words = search.split("旋转位置编码是一种相对位置编码")
     assert {"旋转位置编码", "相对位置编码", "旋转", "位置", "编码"} <= set(words)
     assert ext.language_links("book/06_rope", "zh-hans").count('href="../../') == 2
+    english = ext.SearchEnglish({}).split("The rotary position embedding (旋转位置编码, RoPE)")
+    assert {"rotary", "旋转位置编码", "位置编码", "旋转"} <= set(english)

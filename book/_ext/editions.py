@@ -11,7 +11,8 @@ documentation, generated from English docstrings), so that a screen reader switc
 and the search index is built by :class:`SearchChinese`: Sphinx's Chinese search with the
 text segmented by jieba's Rust port (``rjieba``, which ships wheels; ``jieba`` does not),
 taught the book's terms from the edition's glossary, so that a term such as 旋转位置编码 is
-indexed whole as well as in its parts.
+indexed whole as well as in its parts. The English edition's search segments the Chinese
+words its pages quote the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sphinx.search.en import SearchEnglish as _SphinxEnglish
 from sphinx.search.zh import SearchChinese as _SphinxChinese
 
 #: Edition folder, the language tag of its pages, and its name in its own language.
@@ -69,36 +71,63 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
         context["body"] = re.sub(r'<table class="([^"]*bad-inputs)', r'<table lang="en" class="\1', body)
 
 
+def _segmenter():
+    """rjieba, taught the book's terms."""
+    import rjieba
+
+    jieba = rjieba.Jieba()
+    for word in [*_TERMS, *WORDS]:
+        jieba.add_word(word, None, None)
+    return jieba
+
+
+def chinese_words(jieba, text: str) -> list[str]:
+    """Each word, every known longer word inside it and every two characters in it:
+    旋转位置编码 gives 旋转位置编码, 位置编码, 旋转, 转位, 位置, 置编, 编码. (jieba's search
+    mode gives only the two-character words its dictionary knows, which is mostly
+    Simplified: 旋轉 would be lost in 旋轉位置編碼.)"""
+    words = []
+    for token in jieba.cut(text):
+        if not token.strip():
+            continue
+        words.append(token)
+        words += [
+            token[i : i + n]
+            for n in range(2, len(token))
+            for i in range(len(token) - n + 1)
+            if n == 2 or jieba.has_word(token[i : i + n])
+        ]
+    return words
+
+
 class SearchChinese(_SphinxChinese):
     """Sphinx's Chinese search, segmenting with rjieba and the book's glossary terms."""
 
     def init(self, options: dict[str, str]) -> None:
         super().init({})
-        import rjieba
-
-        self.jieba = rjieba.Jieba()
-        for word in [*_TERMS, *WORDS]:
-            self.jieba.add_word(word, None, None)
+        self.jieba = _segmenter()
 
     def split(self, input: str) -> list[str]:
-        """Each word, every known longer word inside it and every two characters in it:
-        旋转位置编码 gives 旋转位置编码, 位置编码, 旋转, 转位, 位置, 置编, 编码. (jieba's
-        search mode gives only the two-character words its dictionary knows, which is mostly
-        Simplified: 旋轉 would be lost in 旋轉位置編碼.)"""
-        words = []
-        for token in self.jieba.cut(input):
-            if not token.strip():
-                continue
-            words.append(token)
-            words += [
-                token[i : i + n]
-                for n in range(2, len(token))
-                for i in range(len(token) - n + 1)
-                if n == 2 or self.jieba.has_word(token[i : i + n])
-            ]
         latin = [term.strip() for term in self.latin1_letters.findall(input)]
         self.latin_terms.extend(latin)
-        return words + latin
+        return chinese_words(self.jieba, input) + latin
+
+
+class SearchEnglish(_SphinxEnglish):
+    """Sphinx's English search; the Chinese words the English pages quote (the glossary's,
+    the ledger's) are segmented too, so that 位置编码 is found inside 旋转位置编码."""
+
+    def init(self, options: dict[str, str]) -> None:
+        super().init(options)
+        self.jieba = None
+
+    def split(self, input: str) -> list[str]:
+        words = super().split(input)
+        runs = re.findall(r"[\u4e00-\u9fff]+", input)
+        if runs:
+            self.jieba = self.jieba or _segmenter()
+            words += [w for run in runs for w in chinese_words(self.jieba, run)]
+        return words
 
 
 def glossary_terms(path: Path) -> list[str]:
@@ -109,12 +138,18 @@ def glossary_terms(path: Path) -> list[str]:
 
 
 def _builder_inited(app) -> None:
+    srcdir = Path(app.srcdir)
     if edition_of(app):
-        _TERMS[:] = glossary_terms(Path(app.srcdir) / "book" / "glossary.md")
+        _TERMS[:] = glossary_terms(srcdir / "book" / "glossary.md")
+    else:  # the English edition quotes terms in both scripts
+        _TERMS[:] = [
+            t for lang in ("zh-hans", "zh-hant") for t in glossary_terms(srcdir / lang / "book" / "glossary.md")
+        ]
 
 
 def setup(app):
     app.add_search_language(SearchChinese)
+    app.add_search_language(SearchEnglish)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

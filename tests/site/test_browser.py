@@ -286,6 +286,8 @@ def test_equations_are_typeset_on_the_formula_chapter(browser):
 SEARCHES = [
     ("", "rotary", "06_rope"),
     ("", "sinusoidal", "02_sinusoidal"),
+    ("", "旋转位置编码", "06_rope"),  # the English chapter names it in Chinese
+    ("", "位置编码", "glossary"),
     ("zh-hans/", "旋转位置编码", "06_rope"),
     ("zh-hans/", "位置编码", "01_motivation"),
     ("zh-hans/", "正弦位置编码", "02_sinusoidal"),
