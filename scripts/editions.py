@@ -41,6 +41,7 @@ from pathlib import Path
 
 import nbformat
 import yaml
+from docutils.nodes import make_id
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -117,7 +118,7 @@ def with_anchors(zh: str, en: str, where: str) -> str:
         raise SystemExit(f"{where}: {len(theirs)} headings in English, {len(ours)} in the translation")
     lines = zh.split("\n")
     for (number, _), (_, title) in zip(reversed(ours), reversed(theirs), strict=True):
-        lines.insert(number, f'<div id="{section_id(title)}" class="en-anchor"></div>\n')
+        lines.insert(number, f'<div id="{make_id(title)}" class="en-anchor"></div>\n')
     return "\n".join(lines)
 
 
@@ -247,9 +248,10 @@ def expected_files(convert) -> dict[str, str]:
             files[f"{lang}/book/{en_path.name}"] = dump_nb(nb)
             sections[lang][en_path.stem] = sections_of(nb, en)
     for page in PAGES:
-        files[f"zh-hant/book/{page}.md"] = convert(
-            (ROOT / "zh-hans" / "book" / f"{page}.md").read_text(encoding="utf-8")
-        )
+        english = (BOOK / f"{page}.md").read_text(encoding="utf-8")
+        hans = with_anchors((ROOT / "zh-hans" / "book" / f"{page}.md").read_text(encoding="utf-8"), english, page)
+        files[f"zh-hans/book/{page}.md"] = hans
+        files[f"zh-hant/book/{page}.md"] = convert(hans)
     for lang in ("zh-hans", "zh-hant"):
         files[f"posenc_book/data/sections.{lang}.json"] = (
             json.dumps(sections[lang], indent=1, ensure_ascii=False) + "\n"

@@ -137,6 +137,31 @@ def glossary_terms(path: Path) -> list[str]:
     return [line.strip() for line in block.splitlines() if re.match(r"^[^\s:].*[\u4e00-\u9fff]", line)]
 
 
+ANCHOR = re.compile(r'<div id="([^"]+)" class="en-anchor"></div>')
+
+
+def _english_ids(app, doctree) -> None:
+    """In a Chinese edition, each section takes the id of the English heading it translates
+    (``scripts/editions.py`` puts it in front of the heading), first, so that the contents,
+    the heading links and a language switch all use the English edition's anchors."""
+    from docutils import nodes
+
+    if not edition_of(app):
+        return
+    for raw in list(doctree.findall(nodes.raw)):
+        found = ANCHOR.fullmatch(raw.astext().strip())
+        if not found:
+            continue
+        section = raw.next_node(nodes.section, include_self=False, descend=False, siblings=True, ascend=True)
+        name = found.group(1)
+        if section is not None and doctree.ids.get(name, section) is section:
+            if name in section["ids"]:  # the Chinese title made the same id (bfloat16)
+                section["ids"].remove(name)
+            section["ids"].insert(0, name)
+            doctree.ids[name] = section
+        raw.parent.remove(raw)
+
+
 def _builder_inited(app) -> None:
     srcdir = Path(app.srcdir)
     if edition_of(app):
@@ -152,4 +177,5 @@ def setup(app):
     app.add_search_language(SearchEnglish)
     app.connect("builder-inited", _builder_inited)
     app.connect("html-page-context", _page_context)
+    app.connect("doctree-read", _english_ids, priority=400)  # before the contents are collected
     return {"parallel_read_safe": True, "parallel_write_safe": True}

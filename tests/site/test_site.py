@@ -260,3 +260,18 @@ def test_every_link_on_the_site_leads_to_a_file(page):
     if "posenc-book.pdf" in " ".join(missing) and not (HTML / "posenc-book.pdf").exists():
         missing = [h for h in missing if not h.endswith("posenc-book.pdf")]  # `make book` without `make pdf`
     assert not missing, f"{page.relative_to(HTML)} links to files that do not exist: {missing[:5]}"
+
+
+@pytest.mark.parametrize("name", toc_files())
+def test_chinese_sections_keep_the_english_ids(name):
+    """Every section of an English page has its id on the same section of the Chinese pages
+    (contents, heading links and the language links all use it), and every in-page link of
+    a Chinese page finds its target."""
+    english = set(re.findall(r'<section id="([^"]+)"', (HTML / f"{name}.html").read_text(encoding="utf-8")))
+    for edition in EDITIONS[1:]:
+        text = (HTML / edition / f"{name}.html").read_text(encoding="utf-8")
+        ids = set(re.findall(r' id="([^"]+)"', text))
+        assert english <= ids, f"{edition}/{name}: English sections without their id: {sorted(english - ids)[:5]}"
+        assert 'class="en-anchor"' not in text
+        missing = {h for h in re.findall(r'href="#([^"]+)"', text) if h not in ids}
+        assert not missing, f"{edition}/{name}: links to missing anchors {sorted(missing)[:5]}"
