@@ -187,3 +187,15 @@ def test_chinese_search_indexes_the_glossary_terms():
     assert ext.language_links("book/06_rope", "zh-hans").count('href="../../') == 2
     english = ext.SearchEnglish({}).split("The rotary position embedding (旋转位置编码, RoPE)")
     assert {"rotary", "旋转位置编码", "位置编码", "旋转"} <= set(english)
+
+
+def test_links_that_name_a_chapter_use_its_title():
+    """"第 8 章 …" and "8. …" links in the Chinese pages give the chapter's own title."""
+    titles = {}
+    for chapter in CHAPTERS:
+        first = next(c.source for c in read(ROOT / "zh-hans" / "book" / chapter).cells if c.cell_type == "markdown")
+        titles[chapter[:-6]] = re.search(r"^# (.+)$", first, re.M).group(1)
+    for page in editions.PAGES:
+        text = (ROOT / "zh-hans" / "book" / f"{page}.md").read_text(encoding="utf-8")
+        for shown, target in re.findall(r"\[(?:\d+\. |第 \d+ 章 )([^\]]+)\]\((\d\d_\w+)\)", text):
+            assert shown == titles[target], f"{page}.md names {target} {shown!r}, its title is {titles[target]!r}"
