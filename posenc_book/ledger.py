@@ -82,6 +82,17 @@ VERDICT_TEXT_COLOURS = {"correct": "#2f5a12", "wrong": "#a0155f", "imprecise": "
 VERDICT_BACKGROUNDS = ("#ffffff", "#ced6dd")
 
 
+#: The source documents written in Traditional characters; the others are Simplified.
+TRADITIONAL_SEEDS = ("000", "001")
+
+
+def _location(text: str) -> str:
+    """A claim's place in its document, with "line 3" / "lines 14-17" in the edition's words."""
+    return re.sub(
+        r"\b(lines?) (\d+(?:[-–]\d+)?)", lambda m: word(m.group(1)).format(n=m.group(2).replace("-", "–")), text
+    )
+
+
 def first_line(claim: dict) -> int:
     """The line of the seed file where a claim's quote starts, read from its ``location``."""
     return int(re.search(r"lines? (\d+)", claim["location"]).group(1))
@@ -94,7 +105,7 @@ def decided_by(claim: dict, sections: dict[str, dict[str, str]]) -> str:
     if claim.get("pending"):
         return word("pending").format(number=number)
     title = _escape(sections[stem].get(anchor, ""))
-    parts = [f'<a href="{stem}.html#{anchor}">{word("chapter").format(number=number)}: {title}</a>']
+    parts = [f'<a href="{stem}.html#{anchor}">{word("chapter").format(number=number)}{title}</a>']
     if claim["test"]:
         test = _escape(claim["test"]).replace("_", "_<wbr>").replace("::", "::<wbr>")
         parts.append(f"{word('test')} <code>{test}</code>")
@@ -113,14 +124,15 @@ def claim_block(claim: dict, sections: dict[str, dict[str, str]]) -> str:
     texts = claim if lang == "en" else claim_texts(lang)[claim["id"]]
     colour = VERDICT_COLOURS[claim["verdict"]]
     head = (
-        f"<b>{claim['id']}</b> · <small>{_escape(claim['location'])}</small> · "
+        f"<b>{claim['id']}</b> · <small>{_escape(_location(claim['location']))}</small> · "
         f'<b class="verdict verdict-{claim["verdict"]}" '
         f'style="color: {VERDICT_TEXT_COLOURS[claim["verdict"]]}">{word(claim["verdict"])}</b>'
     )
     text = _escape(claim["quote"])
     if "\\" in claim["quote"] or "$" in claim["quote"]:  # the seed's TeX source, shown as written
         text = f"<code>{text}</code>"
-    quote = f'<div lang="zh" style="margin: 0.3em 0; font-size: 1.05em">「{text}」</div>'
+    script = "zh-Hant" if claim.get("seed") in TRADITIONAL_SEEDS else "zh-Hans"  # its own script's glyphs
+    quote = f'<div lang="{script}" style="margin: 0.3em 0; font-size: 1.05em">「{text}」</div>'
     translation = ""
     if lang == "en":
         translation = f'<div style="margin-bottom: 0.3em"><i>{_escape(claim["translation"])}</i></div>'

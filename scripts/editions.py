@@ -66,6 +66,11 @@ EDITION = {
     "zh-hans": {"language": "zh_CN", "title": "位置编码，逐一验证"},
     "zh-hant": {"language": "zh_TW"},
 }
+INTERFACE = {  # the site's words that Sphinx's Chinese catalogue leaves English or words oddly
+    "togglebutton_hint": "点击显示",
+    "togglebutton_hint_hide": "点击隐藏",
+    "numfig_format": {"figure": "图 %s", "table": "表 %s", "code-block": "代码清单 %s", "section": "第 %s 节"},
+}
 ANCHOR = re.compile(r'^<div id="[^"]*" class="en-anchor"></div>\n\n', re.M)
 FENCE = re.compile(r"^(```|~~~)")
 MARK = re.compile(r"^<!-- (cell|alt|caption): (\S+) -->$", re.M)
@@ -228,11 +233,36 @@ def edition_config(lang: str, convert) -> dict[str, str]:
     sphinx = config["sphinx"]
     sphinx["local_extensions"] = {name: "../book/_ext" for name in sphinx["local_extensions"]}
     sphinx["config"]["language"] = EDITION[lang]["language"]
+    sphinx["config"].update(
+        {key: convert(value) if isinstance(value, str) else value for key, value in INTERFACE.items()}
+    )
+    sphinx["config"]["numfig_format"] = {key: convert(value) for key, value in INTERFACE["numfig_format"].items()}
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     for part, caption in zip(toc["parts"], ("章节", "参考"), strict=True):
         part["caption"] = convert(caption)
     dump = lambda data: GENERATED + yaml.safe_dump(data, allow_unicode=True, sort_keys=False)  # noqa: E731
     return {f"{lang}/_config.yml": dump(config), f"{lang}/_toc.yml": dump(toc)}
+
+
+def glossaries(hans: str, convert) -> tuple[str, str]:
+    """The two glossaries. The Simplified one gives each term's Traditional form as the
+    Traditional edition writes it (``繁体 X``, recomputed); the Traditional one gives the
+    Simplified form instead (``简体 X``), not its own headword again."""
+    import opencc
+
+    simplified = opencc.OpenCC("t2s").convert
+    field = re.compile(r"繁体 ([^。；（）]+)")
+    hans = field.sub(lambda m: f"繁体 {convert(simplified(m.group(1)))}", hans)
+    kept = []
+
+    def hide(match: re.Match) -> str:
+        kept.append(simplified(match.group(1)))
+        return f"简体 {chr(0xF000 + len(kept) - 1)}"
+
+    hant = convert(field.sub(hide, hans))
+    for number, text in enumerate(kept):
+        hant = hant.replace(chr(0xF000 + number), text)
+    return hans, hant
 
 
 def expected_files(convert) -> dict[str, str]:
@@ -250,8 +280,11 @@ def expected_files(convert) -> dict[str, str]:
     for page in PAGES:
         english = (BOOK / f"{page}.md").read_text(encoding="utf-8")
         hans = with_anchors((ROOT / "zh-hans" / "book" / f"{page}.md").read_text(encoding="utf-8"), english, page)
+        hant = convert(hans)
+        if page == "glossary":
+            hans, hant = glossaries(hans, convert)
         files[f"zh-hans/book/{page}.md"] = hans
-        files[f"zh-hant/book/{page}.md"] = convert(hans)
+        files[f"zh-hant/book/{page}.md"] = hant
     for lang in ("zh-hans", "zh-hant"):
         files[f"posenc_book/data/sections.{lang}.json"] = (
             json.dumps(sections[lang], indent=1, ensure_ascii=False) + "\n"

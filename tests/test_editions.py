@@ -190,7 +190,7 @@ def test_chinese_search_indexes_the_glossary_terms():
 
 
 def test_links_that_name_a_chapter_use_its_title():
-    """"第 8 章 …" and "8. …" links in the Chinese pages give the chapter's own title."""
+    """ "第 8 章 …" and "8. …" links in the Chinese pages give the chapter's own title."""
     titles = {}
     for chapter in CHAPTERS:
         first = next(c.source for c in read(ROOT / "zh-hans" / "book" / chapter).cells if c.cell_type == "markdown")

@@ -46,7 +46,7 @@ def _run(call: str) -> tuple[str, str]:
     return "no error", ""
 
 
-def _table(rows: list[tuple[str, str, str]]) -> nodes.table:
+def _table(rows: list[tuple[str, str, str]], headers: tuple[str, ...] = ("call", "raises", "message")) -> nodes.table:
     table = nodes.table(classes=["bad-inputs"])
     group = nodes.tgroup(cols=3)
     table += group
@@ -56,7 +56,7 @@ def _table(rows: list[tuple[str, str, str]]) -> nodes.table:
     group += head
     group += body
     row = nodes.row()
-    for title in ("call", "raises", "message"):
+    for title in headers:
         row += nodes.entry("", nodes.paragraph(text=title))
     head += row
     for call, raised, message in rows:
@@ -70,15 +70,25 @@ def _table(rows: list[tuple[str, str, str]]) -> nodes.table:
 
 
 class BadInputCatalog(SphinxDirective):
+    """The catalog as tables. In a translated edition, ``:headers:`` gives the three column
+    headers (comma-separated) and the content maps each family's title to its translation
+    (``English title -> translated title``, one per line); a family without one is a warning,
+    so the build fails until it is translated."""
+
     required_arguments = 1  # the catalog's path, relative to the repository root (every edition's)
+    has_content = True
+    option_spec = {"headers": lambda text: tuple(h.strip() for h in text.split(","))}
 
     def run(self):
         path = ROOT / self.arguments[0]
         self.env.note_dependency(str(path))
+        translated = dict(line.split(" -> ", 1) for line in self.content if line.strip())
         out = []
         for title, entries in families(path.read_text(encoding="utf-8")):
             section = nodes.section(ids=[nodes.make_id(f"bad-{title}")])
-            section += nodes.title(text=title)
+            if translated and title not in translated:
+                LOGGER.warning("bad-input family %r has no translation", title, location=self.get_location())
+            section += nodes.title(text=translated.get(title, title))
             rows = []
             for entry in entries:
                 raised, message = _run(entry["call"])
@@ -93,7 +103,7 @@ class BadInputCatalog(SphinxDirective):
                         location=self.get_location(),
                     )
                 rows.append((entry["call"], raised, message))
-            section += _table(rows)
+            section += _table(rows, self.options.get("headers", ("call", "raises", "message")))
             out.append(section)
         return out
 
