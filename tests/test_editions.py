@@ -141,6 +141,14 @@ def test_traditional_conversion_uses_the_phrase_table():
     assert hant("`x = 1`, $\\theta_i$") == "`x = 1`, $\\theta_i$"
 
 
+def test_the_ledger_words_of_the_traditional_edition_are_the_converted_simplified_ones():
+    """posenc_book cannot run OpenCC on a reader's machine, so its Traditional words are
+    written out; they must be what the Traditional edition's conversion makes of the
+    Simplified ones."""
+    hant = editions.Hant()
+    assert {k: hant(v) for k, v in i18n.WORDS["zh-hans"].items()} == i18n.WORDS["zh-hant"]
+
+
 def test_language_follows_the_setting_and_the_folder(monkeypatch, tmp_path):
     monkeypatch.delenv("POSENC_BOOK_LANG", raising=False)
     monkeypatch.chdir(tmp_path)

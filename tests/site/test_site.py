@@ -16,11 +16,11 @@ IDS = [f"{p.parent.parent.name}-{p.stem}".removeprefix("html-") for p in PAGES]
 
 
 class Refs(HTMLParser):
-    """Collects script sources, stylesheet links and image sources of a page."""
+    """Collects script sources, stylesheet links, image sources and link targets of a page."""
 
     def __init__(self):
         super().__init__()
-        self.scripts, self.links, self.images = [], [], []
+        self.scripts, self.links, self.images, self.anchors = [], [], [], []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -30,6 +30,8 @@ class Refs(HTMLParser):
             self.links.append(a["href"])
         elif tag == "img" and a.get("src"):
             self.images.append(a["src"])
+        elif tag == "a" and a.get("href"):
+            self.anchors.append(a["href"])
 
 
 def refs(page: Path) -> Refs:
@@ -237,26 +239,12 @@ def test_chinese_pages_show_the_english_code_and_outputs(name):
             assert ours == english, f"{edition}/{name}: the code or outputs differ from English"
 
 
-class Links(HTMLParser):
-    """The targets of a page's links that stay on the site."""
-
-    def __init__(self):
-        super().__init__()
-        self.hrefs = []
-
-    def handle_starttag(self, tag, attrs):
-        href = dict(attrs).get("href")
-        if tag == "a" and href and not is_remote(href) and not href.startswith(("#", "mailto:", "data:")):
-            self.hrefs.append(href)
-
-
 @pytest.mark.parametrize("page", PAGES, ids=IDS)
 def test_every_link_on_the_site_leads_to_a_file(page):
     """Each link to another file of the site (a page, the PDF, a notebook) finds it; the
     Chinese editions' links into the English one included."""
-    parser = Links()
-    parser.feed(page.read_text(encoding="utf-8"))
-    missing = sorted({h for h in parser.hrefs if not local_target(page, h).exists()})
+    hrefs = [h for h in refs(page).anchors if not is_remote(h) and not h.startswith(("#", "mailto:", "data:"))]
+    missing = sorted({h for h in hrefs if not local_target(page, h).exists()})
     if "posenc-book.pdf" in " ".join(missing) and not (HTML / "posenc-book.pdf").exists():
         missing = [h for h in missing if not h.endswith("posenc-book.pdf")]  # `make book` without `make pdf`
     assert not missing, f"{page.relative_to(HTML)} links to files that do not exist: {missing[:5]}"
