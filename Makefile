@@ -28,10 +28,23 @@ TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download
 # editions share their code and outputs (tests/test_editions.py), so the English chapters
 # run natively, the Traditional ones with AVX2 and the Simplified ones elsewhere: every
 # chapter of every edition runs once, each cell under all three.
-ELSEWHERE := $(or $(TMPDIR),/tmp)/posenc-elsewhere
+# (one folder per clone, so that two clones can run their tests side by side)
+ELSEWHERE ?= $(or $(TMPDIR),/tmp)/posenc-elsewhere-$(firstword $(shell printf %s '$(CURDIR)' | cksum))
 NBVAL := -m pytest -q -n 2 --dist loadfile --nbval --nbval-sanitize-with
+NBVAL_LAX := -m pytest -q --nbval-lax -p no:cacheprovider --rootdir .
+# The order in which `make test` runs the chapters under the three kernel sets.
+NBVAL_RUNS := nbval nbval-cpus nbval-elsewhere
+# The chapter that runs once more with Triton hidden.
+NO_TRITON_CHAPTER ?= 10_gpu_timing.ipynb
+# Compiled-artefact caches. TorchInductor's FX-graph cache is keyed without the CPU's vector
+# instruction set (chapter 8; tests/test_compile_caches.py): a kernel generated under one
+# ATEN_CPU_CAPABILITY and served to a run under another gives wrong numbers or does not
+# compile. So every run that executes code starts with empty caches of its own (TorchInductor's
+# and Triton's), in the folder given, removed and made anew: $(call own_caches,FOLDER) cmd ...
+CACHES ?= $(abspath _build/caches)
+own_caches = rm -rf $(1) && mkdir -p $(1) && export TORCHINDUCTOR_CACHE_DIR=$(1)/inductor TRITON_CACHE_DIR=$(1)/triton &&
 
-.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean help
+.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site help
 
 help:
 	@echo "make book       set up .venv if missing and build the site into $(HTML)"
@@ -98,14 +111,14 @@ lint: $(VENV)/.test
 	$(VENV)/bin/zizmor --offline --quiet .github/workflows/
 
 unit: $(VENV)/.test
-	$(PY) -m pytest -q -n 2 tests --ignore=tests/site
+	$(call own_caches,$(CACHES)/unit) $(PY) -m pytest -q -n 2 tests --ignore=tests/site
 
 nbval: $(VENV)/.test
-	$(PY) $(NBVAL) tests/nbval_sanitize.cfg $(CHAPTERS)
+	$(call own_caches,$(CACHES)/nbval) $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(CHAPTERS)
 
 # The same comparison with the kernels ATen picks on an AVX2 machine.
 nbval-cpus: $(VENV)/.test
-	ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(HANT)
+	$(call own_caches,$(CACHES)/nbval-cpus) ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(HANT)
 
 # Every chapter (Simplified edition) copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
@@ -116,12 +129,12 @@ nbval-elsewhere: $(VENV)/.test
 	$(INSTALL) --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
 	cp $(HANS) tests/nbval_sanitize.cfg $(ELSEWHERE)/zh-hans/
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
-	cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
+	$(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
 	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
 	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(notdir $(HANS))
-	cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
+	$(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
 	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
-	  $(abspath $(PY)) -m pytest -q --nbval-lax -p no:cacheprovider --rootdir . zh-hans/10_gpu_timing.ipynb
+	  $(abspath $(PY)) $(NBVAL_LAX) zh-hans/$(NO_TRITON_CHAPTER)
 
 # Every requirements file resolves from the public package index alone.
 index: $(VENV)/.test
@@ -130,10 +143,15 @@ index: $(VENV)/.test
 site: $(VENV)/.test
 	$(PY) -m pytest -q -n 2 tests/site
 
-test: lint unit index nbval nbval-cpus nbval-elsewhere book pdf site
+# The tests build the site from scratch: no page, figure or search entry left over from an
+# earlier build (`make book` alone rebuilds only what changed).
+clean-site:
+	rm -rf $(HTML) _build/.doctrees _build/jupyter_execute $(addprefix _build/,$(EDITIONS))
+
+test: lint unit index $(NBVAL_RUNS) clean-site book pdf site
 
 notebooks: $(VENV)/.test
-	$(PY) scripts/run_notebooks.py
+	$(call own_caches,$(CACHES)/notebooks) $(PY) scripts/run_notebooks.py
 	$(PY) scripts/editions.py
 
 lock:

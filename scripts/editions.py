@@ -147,16 +147,25 @@ def localise_meta(cell, zh_cell, convert) -> None:
 
 
 def match_cells(en, zh) -> dict[str, nbformat.NotebookNode]:
-    """English cell id -> translated cell: by the hash of the English text, else by id."""
+    """English cell id -> translated cell: by the hash of the English text, else by id.
+
+    Every hash is matched before any id, so a cell inserted in the English chapter (which
+    shifts the ids of the cells after it) cannot take a translation that belongs to another.
+    """
     unused = [c for c in zh.cells]
     found = {}
-    for cell in en.cells:
-        key = sha(cell.source if cell.cell_type == "markdown" else json.dumps(cell.metadata.get("mystnb", {})))
-        hit = next((z for z in unused if z.metadata.get("posenc", {}).get("en_sha") == key), None)
-        hit = hit or next((z for z in unused if z.id == cell.id and z.cell_type == cell.cell_type), None)
-        if hit is not None:
-            unused.remove(hit)
-            found[cell.id] = hit
+    for by_id in (False, True):
+        for cell in en.cells:
+            if cell.id in found:
+                continue
+            if by_id:
+                hit = next((z for z in unused if z.id == cell.id and z.cell_type == cell.cell_type), None)
+            else:
+                key = sha(cell.source if cell.cell_type == "markdown" else json.dumps(cell.metadata.get("mystnb", {})))
+                hit = next((z for z in unused if z.metadata.get("posenc", {}).get("en_sha") == key), None)
+            if hit is not None:
+                unused.remove(hit)
+                found[cell.id] = hit
     return found
 
 

@@ -1,0 +1,121 @@
+"""Runs under different CPU kernel settings never share compiled artefacts.
+
+TorchInductor keys its FX-graph cache without the CPU's vector instruction set: a kernel
+generated for AVX-512 and served to a run under AVX2 computes wrong numbers, and one served
+to ATen's generic kernels does not compile (``test_inductor_cache_key_leaves_out_the_vector_isa``
+documents this upstream behaviour). So the Makefile gives every run of the chapters caches of
+its own. These tests drive the Makefile's real chapter runs (``NBVAL_RUNS``) on two small
+notebooks in ``tests/fixtures/``, with the caches that every run would otherwise share set to
+one folder, as TorchInductor's default (one folder per user) is. The notebooks are run by
+``tests/fixtures/run_cells.py`` in place of nbval (which takes 15 s to start a run).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from chapters import ROOT
+
+FIXTURES = Path(__file__).parent / "fixtures"
+COMPILED = FIXTURES / "compiled_table.ipynb"
+LEFTOVERS = FIXTURES / "cache_leftovers.ipynb"
+RUN_CELLS = FIXTURES / "run_cells.py"  # nbval's comparison in this process: a kernel and pytest cost 15 s a run
+
+
+def suite_order() -> list[str]:
+    """The chapter runs in the order `make test` runs them."""
+    makefile = (ROOT / "Makefile").read_text()
+    runs = re.search(r"^NBVAL_RUNS := (.+)$", makefile, re.MULTILINE).group(1).split()
+    test_line = re.search(r"^test: (.+)$", makefile, re.MULTILINE).group(1)
+    assert "$(NBVAL_RUNS)" in test_line.split()
+    return runs
+
+
+def shared_env(shared: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TORCHINDUCTOR_", "TRITON_CACHE"))}
+    env.pop("ATEN_CPU_CAPABILITY", None)
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(shared / "inductor"), TRITON_CACHE_DIR=str(shared / "triton"))
+    return env
+
+
+def run_chapters(runs: list[str], notebooks: list[Path], tmp: Path, shared: Path) -> subprocess.CompletedProcess:
+    """`make RUN ...` with these notebooks as the chapters of every edition."""
+    names = " ".join(str(p.relative_to(ROOT)) for p in notebooks)
+    command = [
+        "make", "--no-print-directory", "-C", str(ROOT), "-o", ".venv/.test",
+        f"PY={sys.executable}", f"NBVAL={RUN_CELLS}", f"NBVAL_LAX={RUN_CELLS} --lax",
+        f"CHAPTERS={names}", f"HANT={names}", f"HANS={names}",
+        f"NO_TRITON_CHAPTER={LEFTOVERS.name}", f"CACHES={tmp / 'caches'}", f"ELSEWHERE={tmp / 'elsewhere'}",
+        *runs,
+    ]  # fmt: skip
+    return subprocess.run(command, env=shared_env(shared), capture_output=True, text=True, timeout=600)
+
+
+def test_the_suite_order_is_the_order_of_make_test():
+    assert suite_order() == ["nbval", "nbval-cpus", "nbval-elsewhere"]
+
+
+def test_compiled_module_equals_the_table_under_every_setting_in_the_suite_order(tmp_path):
+    """Native (AVX-512 here), then AVX2, then generic kernels: each compiles its own kernels."""
+    done = run_chapters(suite_order(), [COMPILED, LEFTOVERS], tmp_path, tmp_path / "shared")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+@pytest.mark.parametrize("order", ["reversed", "twice"])
+def test_no_run_finds_an_artefact_left_by_another(tmp_path, order):
+    """In any order, and `make test` twice in a row: every run starts with empty caches."""
+    shared = tmp_path / "shared"
+    first = suite_order()
+    second = first[::-1] if order == "reversed" else first
+    for runs in (first, second):
+        done = run_chapters(runs, [LEFTOVERS], tmp_path, shared)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+REPRODUCER = """
+import os, sys, torch
+from posenc import SinusoidalPositionalEncoding, sinusoidal_table
+x = torch.zeros(2, 12, 16)
+expected = x + sinusoidal_table(12, 16)
+for capability in sys.argv[1:]:
+    if capability != "native":
+        os.environ["ATEN_CPU_CAPABILITY"] = capability
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(SinusoidalPositionalEncoding(16, initial_len=4), fullgraph=True)(x)
+        print(capability, int((~torch.isclose(out, expected, atol=1e-6)).sum()))
+    except Exception as error:
+        print(capability, type(error).__name__)
+"""
+
+
+@pytest.mark.upstream
+def test_inductor_cache_key_leaves_out_the_vector_isa(tmp_path):
+    """torch 2.13: with one cache folder, the kernels compiled natively are served to a run under
+    another ATEN_CPU_CAPABILITY. Where AVX-512 is native, AVX2 gets the same C++ source (16 floats
+    a step) built with AVX2's 8-float vectors, and about half the entries are wrong; the generic
+    kernels get code that calls at::vec and does not compile. If this test fails, torch has fixed
+    its cache key: chapter 8's section on torch.compile says what to change."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    native = str(pick_vec_isa())
+    if not native or native == "INVALID_VEC_ISA":
+        pytest.skip("this CPU has no vector instruction set that TorchInductor uses")
+    other = "avx2" if "avx512" in native else "default"
+    env = shared_env(tmp_path)
+    script = textwrap.dedent(REPRODUCER)
+    done = subprocess.run(
+        [sys.executable, "-c", script, "native", other], env=env, capture_output=True, text=True, timeout=600
+    )
+    lines = dict(line.split() for line in done.stdout.splitlines())
+    assert lines["native"] == "0"
+    if other == "default":
+        assert lines[other] == "CppCompileError"
+    else:
+        assert int(lines[other]) > 100, lines  # of 384
