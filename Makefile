@@ -44,7 +44,7 @@ NO_TRITON_CHAPTER ?= 10_gpu_timing.ipynb
 CACHES ?= $(abspath _build/caches)
 own_caches = rm -rf $(1) && mkdir -p $(1) && export TORCHINDUCTOR_CACHE_DIR=$(1)/inductor TRITON_CACHE_DIR=$(1)/triton &&
 
-.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site help
+.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site gpu-wheels gpu-record gpu-record-dry-run help
 
 help:
 	@echo "make book       set up .venv if missing and build the site into $(HTML)"
@@ -55,6 +55,7 @@ help:
 	@echo "make lab        JupyterLab on the chapters"
 	@echo "make notebooks  re-execute every chapter top to bottom, sync the MyST twins and the"
 	@echo "                Chinese editions"
+	@echo "make gpu-record chapter 10's GPU timings, on a machine with an NVIDIA GPU (README: With a GPU)"
 	@echo "make lock       re-pin requirements*.txt from pyproject.toml against the public index"
 	@echo "make serve      serve $(HTML) on http://localhost:$(PORT)"
 
@@ -156,6 +157,21 @@ notebooks: $(VENV)/.test
 
 lock:
 	$(PYTHON) scripts/lock_requirements.py
+
+# Chapter 10's GPU timings in one command (scripts/gpu_record.py): the kernel checked on the
+# GPU, then the whole benchmark, written to posenc_book/data/. It needs no network: the wheels
+# it carries (Liger-Kernel's RoPE) are downloaded into .whl/ beforehand by gpu-wheels.
+LIGER := liger-kernel==0.8.5
+gpu-wheels: $(VENV)/.book
+	$(PIP) download --quiet --no-deps --only-binary=:all: -d .whl $(LIGER)
+
+gpu-record:
+	$(or $(wildcard $(PY)),python3) scripts/gpu_record.py
+
+# The same command without a GPU: CPU tensors in Triton's interpreter, quick shapes, a
+# temporary folder for the JSON.
+gpu-record-dry-run: $(VENV)/.test gpu-wheels
+	$(PY) scripts/gpu_record.py --dry-run
 
 serve:
 	@test -f $(HTML)/index.html || { echo "no site yet: run make book"; exit 1; }

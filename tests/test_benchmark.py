@@ -142,7 +142,8 @@ def test_poisoned_allocations_fill_uninitialised_floats_with_nan():
     assert ints.dtype == torch.long and torch.equal(filled, torch.zeros(3))  # only uninitialised floats
 
 
-def test_cpu_run_checks_then_times_every_available_implementation():
+def test_cpu_run_checks_then_times_every_available_implementation(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # CPU tensors and no interpreter: no Triton kernel
     lines = []
     result = run_benchmark(
         "cpu",
@@ -175,6 +176,14 @@ def test_cpu_run_checks_then_times_every_available_implementation():
     assert len(decode) == 3 and all(r["offset"] == 300 and r["batch"] == 2 for r in decode)
     assert len(lines) == 1 + len(result["results"])  # the copy, then one line per record
     json.dumps(result, allow_nan=False)  # plain JSON
+
+
+def test_in_tritons_interpreter_the_kernel_is_checked_and_timed_on_the_cpu(monkeypatch):
+    """How scripts/gpu_record.py --dry-run exercises the GPU implementations without a GPU."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    result = run_benchmark("cpu", ops=("rope",), rope_shapes=TINY[:1], impls=["posenc_triton"], **FAST)
+    assert [r["status"] for r in result["results"]] == ["ok"]
+    assert result["results"][0]["rel_err"] < bench.TOLERANCE[torch.float32]
 
 
 def test_a_wrong_or_incomplete_implementation_is_reported_and_not_timed():

@@ -8,6 +8,7 @@ package or a device it needs is missing. Triton, ``transformers`` and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -108,7 +109,8 @@ def _hf_tables(shape: RopeShape, device, dtype: torch.dtype) -> tuple[torch.Tens
 
 
 def _require_cuda(device) -> None:
-    if torch.device(device).type != "cuda":
+    """Triton kernels need a CUDA device, or CPU tensors in Triton's interpreter (``TRITON_INTERPRET=1``)."""
+    if torch.device(device).type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise Unavailable("needs a CUDA device")
 
 
