@@ -53,8 +53,6 @@ PAGES = ("intro", "glossary", "bibliography", "bad_inputs", "api")
 LOCALISED = "localised-output"
 PHRASES = ROOT / "scripts" / "zh_hant_phrases.tsv"
 PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
-    "Show the checks": "显示检查",
-    "Hide the checks": "隐藏检查",
     "Show the plotting code": "显示绘图代码",
     "Hide the plotting code": "隐藏绘图代码",
     "Show the solution": "显示解答",

@@ -1,12 +1,14 @@
-"""Fold the checks of each chapter into collapsed cells, and collapse plotting code.
+"""Take the checks of each chapter off the page, and collapse plotting code.
 
 Usage: python scripts/fold_checks.py [--check] [CHAPTER.md ...]
 
 A *check* is a top-level statement that only asserts: ``assert ...``, or a ``for``/``if``
-whose body holds nothing but such statements. A code cell that ends in checks is split in
-two: the demonstration keeps its outputs (asserts print nothing), the checks move into a
-cell of their own, tagged ``hide-input`` with the prompt "Show the checks", so the page
-shows what is computed and the claim's proof is one click away while nbval still runs it.
+whose body holds nothing but such statements. A code cell that starts with checks loses
+them to a check cell just before it. A code cell that ends in checks is split in two:
+the demonstration keeps its outputs (asserts print nothing), the checks move into a
+cell of their own, tagged ``check`` and ``remove-cell``: nbval and ``make notebooks`` run it,
+the site does not show it, and the end of each page says how many checks its build re-ran
+(``book/_ext/checked.py``).
 Cells that draw a figure (an image among their committed outputs) get ``hide-input`` with
 the prompt "Show the plotting code". With ``--check`` nothing is written; the exit status
 says whether any chapter still needs folding. The MyST twins in ``book/md_src`` are edited;
@@ -23,7 +25,7 @@ import jupytext
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKS = {"code_prompt_show": "Show the checks", "code_prompt_hide": "Hide the checks"}
+CHECK_TAGS = ("check", "remove-cell")  # run by nbval, not shown on the page
 PLOT = {
     "code_prompt_show": "Show the plotting code",
     "code_prompt_hide": "Hide the plotting code",
@@ -69,6 +71,29 @@ def split_checks(source: str) -> tuple[str, str]:
     demo = "\n".join(lines[:cut]).rstrip()
     checks = "\n".join(lines[cut:]).strip("\n")
     return demo, checks
+
+
+def split_leading_checks(source: str) -> tuple[str, str]:
+    """(checks, rest): the asserts a cell starts with, cut off the code that follows them.
+
+    Such asserts check what the cells before computed; run as a cell of their own just
+    before, they check the same values. ``("", source)`` when the cell does not start with
+    checks, or is nothing but checks.
+    """
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return "", source
+    first = 0
+    while first < len(body) and _only_checks(body[first]):
+        first += 1
+    if first == 0 or first == len(body):
+        return "", source
+    lines = source.splitlines()
+    cut = body[first].lineno - 1
+    while cut > body[first - 1].end_lineno and lines[cut - 1].lstrip().startswith("#"):
+        cut -= 1  # comments just above the code go with it
+    return "\n".join(lines[:cut]).strip("\n"), "\n".join(lines[cut:]).strip("\n")
 
 
 def _is_print(node: ast.expr) -> bool:
@@ -131,6 +156,22 @@ def _prompts(cell) -> dict:
     return {key: mystnb[key] for key in ("code_prompt_show", "code_prompt_hide") if key in mystnb}
 
 
+def is_marked_check(cell) -> bool:
+    tags = cell.metadata.get("tags", [])
+    return all(t in tags for t in CHECK_TAGS) and "hide-input" not in tags and not _prompts(cell)
+
+
+def _mark_check(cell) -> None:
+    """Tag the cell as a check off the page; drop the folding it had before."""
+    tags = [t for t in cell.metadata.get("tags", []) if t != "hide-input"]
+    cell.metadata["tags"] = tags + [t for t in CHECK_TAGS if t not in tags]
+    mystnb = cell.metadata.get("mystnb", {})
+    for key in ("code_prompt_show", "code_prompt_hide"):
+        mystnb.pop(key, None)
+    if "mystnb" in cell.metadata and not mystnb:
+        del cell.metadata["mystnb"]
+
+
 def _hide(cell, prompts: dict) -> None:
     tags = cell.metadata.setdefault("tags", [])
     if "hide-input" not in tags and "hide-cell" not in tags:
@@ -155,8 +196,15 @@ def fold(md: Path, ipynb: Path) -> tuple[nbformat.NotebookNode, int]:
                 changes += 1
             cells.append(cell)
             continue
-        settled = _prompts(cell) == CHECKS  # folded before: stays one cell
+        settled = "check" in cell.metadata.get("tags", [])  # a check cell before: stays one cell
         whole = index in silent or settled
+        leading, rest = ("", cell.source) if whole else split_leading_checks(cell.source)
+        if leading:
+            check = nbformat.v4.new_code_cell(leading)
+            _mark_check(check)
+            cells.append(check)
+            cell.source = rest
+            changes += 1
         demo, checks = ("", cell.source) if whole else split_checks(cell.source)
         if not checks:
             cells.append(cell)
@@ -165,8 +213,8 @@ def fold(md: Path, ipynb: Path) -> tuple[nbformat.NotebookNode, int]:
             cell.source = demo
             cells.append(cell)
             cell = nbformat.v4.new_code_cell(checks)
-        if _prompts(cell) != CHECKS or "hide-input" not in cell.metadata.get("tags", []):
-            _hide(cell, CHECKS)
+        if not is_marked_check(cell):
+            _mark_check(cell)
             changes += 1
         cells.append(cell)
     nb.cells = cells

@@ -263,3 +263,36 @@ def test_chinese_sections_keep_the_english_ids(name):
         assert 'class="en-anchor"' not in text
         missing = {h for h in re.findall(r'href="#([^"]+)"', text) if h not in ids}
         assert not missing, f"{edition}/{name}: links to missing anchors {sorted(missing)[:5]}"
+
+
+def _checked_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("checked", ROOT / "book" / "_ext" / "checked.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CHAPTER_PAGES = [p for p in PAGES if p.stem[:2].isdigit()]
+NOTE = re.compile(r'<p class="checked-note">(.*?)</p>', re.S)
+
+
+CHAPTER_IDS = [i for i, p in zip(IDS, PAGES, strict=True) if p.stem[:2].isdigit()]
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=CHAPTER_IDS)
+def test_checks_run_but_the_page_does_not_show_them(page):
+    """No check cell on the page (no fold to open either); one line at the end counts them and links to them."""
+    html = page.read_text(encoding="utf-8")
+    source = page.relative_to(HTML).with_suffix(".ipynb")  # the same path in the repository
+    notebook = ROOT / source
+    asserts, cells = _checked_module().count_checks(notebook)
+    assert asserts > 0 and cells > 0
+    for prompt in ("Show the checks", "显示检查", "顯示檢查"):
+        assert prompt not in html
+    notes = NOTE.findall(html)
+    assert len(notes) == 1, f"{len(notes)} check notes"
+    assert str(asserts) in notes[0] and str(cells) in notes[0]
+    assert f"/blob/main/{source.as_posix()}" in notes[0] and "/tree/main/tests" in notes[0]
+    assert html.rfind('class="checked-note"') > html.rfind("cell_input")  # after the last cell shown
