@@ -4,9 +4,12 @@ TorchInductor keys its FX-graph cache without the CPU's vector instruction set: 
 generated for AVX-512 and served to a run under AVX2 computes wrong numbers, and one served
 to ATen's generic kernels does not compile (``test_inductor_cache_key_leaves_out_the_vector_isa``
 documents this upstream behaviour). So the Makefile gives every run of the chapters caches of
-its own. These tests drive the Makefile's real chapter runs (``NBVAL_RUNS``) on two small
-notebooks in ``tests/fixtures/``, with the caches that every run would otherwise share set to
-one folder, as TorchInductor's default (one folder per user) is. The notebooks are run by
+its own, and those runs, in the suite's order, compare chapter 8's compiled module with the
+uncompiled table under each setting (native, AVX2, generic). ``test_no_run_finds_an_artefact_left_by_another``
+drives the Makefile's real chapter runs (``NBVAL_RUNS``) on a small notebook in
+``tests/fixtures/`` that looks for what an earlier run left in its caches, with the caches that
+every run would otherwise share set to one folder, as TorchInductor's default (one folder per
+user) is; it fails on a Makefile whose runs share their caches. The notebook is run by
 ``tests/fixtures/run_cells.py`` in place of nbval (which takes 15 s to start a run).
 """
 
@@ -23,7 +26,6 @@ import pytest
 from chapters import ROOT
 
 FIXTURES = Path(__file__).parent / "fixtures"
-COMPILED = FIXTURES / "compiled_table.ipynb"
 LEFTOVERS = FIXTURES / "cache_leftovers.ipynb"
 RUN_CELLS = FIXTURES / "run_cells.py"  # nbval's comparison in this process: a kernel and pytest cost 15 s a run
 
@@ -61,19 +63,10 @@ def test_the_suite_order_is_the_order_of_make_test():
     assert suite_order() == ["nbval", "nbval-cpus", "nbval-elsewhere"]
 
 
-def test_compiled_module_equals_the_table_under_every_setting_in_the_suite_order(tmp_path):
-    """Native (AVX-512 here), then AVX2, then generic kernels: each compiles its own kernels."""
-    done = run_chapters(suite_order(), [COMPILED, LEFTOVERS], tmp_path, tmp_path / "shared")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-
-
-@pytest.mark.parametrize("order", ["reversed", "twice"])
-def test_no_run_finds_an_artefact_left_by_another(tmp_path, order):
-    """In any order, and `make test` twice in a row: every run starts with empty caches."""
+def test_no_run_finds_an_artefact_left_by_another(tmp_path):
+    """`make test` twice in a row, the second time in the reverse order: every run starts with empty caches."""
     shared = tmp_path / "shared"
-    first = suite_order()
-    second = first[::-1] if order == "reversed" else first
-    for runs in (first, second):
+    for runs in (suite_order(), suite_order()[::-1]):
         done = run_chapters(runs, [LEFTOVERS], tmp_path, shared)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 
