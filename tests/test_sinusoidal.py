@@ -54,6 +54,14 @@ def test_wavelengths_run_from_2pi_to_just_under_2pi_base():
     assert torch.all(lam[1:] > lam[:-1])
 
 
+def test_the_heatmaps_striped_columns_are_slow_pairs_sine_near_0_cosine_near_1():
+    """Chapter 2: over 128 positions with d = 64, pairs 24 to 31 stay near angle 0 (interleaved layout)."""
+    slow = sinusoidal_table(128, 64, dtype=torch.float64)[:, 48:]
+    assert slow[:, 0::2].abs().max() < 0.13 and slow[:, 1::2].min() > 0.99
+    # pair 16 is not among them: its angle reaches 1.28 radians
+    assert sinusoidal_table(128, 64, dtype=torch.float64)[:, 32].abs().max() > 0.9
+
+
 def test_float32_at_a_million_is_within_1e6_of_float64():
     pos = torch.arange(1_000_000, 1_000_000 + 257, dtype=torch.float64)
     exact = sinusoidal_encoding(pos, 128, dtype=torch.float64)
