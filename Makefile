@@ -44,7 +44,7 @@ NO_TRITON_CHAPTER ?= 10_gpu_timing.ipynb
 CACHES ?= $(abspath _build/caches)
 own_caches = rm -rf $(1) && mkdir -p $(1) && export TORCHINDUCTOR_CACHE_DIR=$(1)/inductor TRITON_CACHE_DIR=$(1)/triton &&
 
-.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site gpu-wheels gpu-record gpu-record-dry-run help
+.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site checks gpu-wheels gpu-record gpu-record-dry-run help
 
 help:
 	@echo "make book       set up .venv if missing and build the site into $(HTML)"
@@ -149,7 +149,11 @@ site: $(VENV)/.test
 clean-site:
 	rm -rf $(HTML) _build/.doctrees _build/jupyter_execute $(addprefix _build/,$(EDITIONS))
 
-test: lint unit index $(NBVAL_RUNS) clean-site book pdf site
+# lint and index (which mostly waits on the package index) run beside the unit tests.
+test: checks $(NBVAL_RUNS) clean-site book pdf site
+
+checks: $(VENV)/.test
+	$(MAKE) --no-print-directory -j3 lint unit index
 
 notebooks: $(VENV)/.test
 	$(call own_caches,$(CACHES)/notebooks) $(PY) scripts/run_notebooks.py
