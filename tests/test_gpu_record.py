@@ -52,3 +52,35 @@ def test_without_a_gpu_it_says_so_and_writes_nothing(tmp_path, capsys, monkeypat
     assert gpu_record.main(["--out", str(tmp_path)]) == 2
     assert "no CUDA device" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_launch_sweep_runs_its_checks_and_writes_its_table(tmp_path, monkeypatch):
+    """scripts/triton_sweep.py --dry-run: every choice checked against the default, one row each."""
+    import json
+
+    import triton_sweep
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert triton_sweep.main(["--dry-run", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("triton_sweep_*.json")
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["choice"] for r in rows][-3:] == [f"table kernel (q, k) warps={w}" for w in (1, 2, 4)]
+    assert len(rows) == 4 + 3  # the dry run's share of the choices, then the table kernel's warps
+
+
+def test_the_launch_sweep_stops_when_a_choice_changes_the_result(tmp_path, monkeypatch):
+    import triton_sweep
+
+    from posenc.triton_rope import launch
+
+    real = launch._launch_angles
+
+    def doubled_when_split(q, qo, k, ko, freqs, **kwargs):
+        real(q, qo, k, ko, freqs, **kwargs)
+        if kwargs.get("split_qk"):
+            qo.mul_(2)
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(launch, "_launch_angles", doubled_when_split)
+    assert triton_sweep.main(["--dry-run", "--out", str(tmp_path)]) == 1
+    assert not list(tmp_path.glob("*.json"))

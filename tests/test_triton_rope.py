@@ -241,6 +241,23 @@ def test_empty_sequence():
     assert q_out.shape == q.shape and k_out.shape == k.shape
 
 
+@pytest.mark.parametrize("layout", ROPE_LAYOUTS)
+@pytest.mark.parametrize(("split_qk", "tile"), [(False, 2048), (True, 2048), (False, 32), (True, 64)])
+def test_every_launch_choice_gives_the_same_bits(layout, split_qk, tile):
+    """scripts/triton_sweep.py times these choices on a GPU; each must compute exactly what the default does."""
+    q, k = qk(2, 6, 3, 5, 16, torch.bfloat16, projected=True)  # tile 32: 4 of 6 query heads per step
+    freqs = split_frequencies(rope_inv_freq(16)[0])
+    common = {"positions": None, "offset": 3, "scale": 1.0, "interleaved": layout == "interleaved"}
+    want_q, want_k = torch.empty_like(q), torch.empty_like(k)
+    launch._launch_angles(q, want_q, k, want_k, freqs, **common)
+    got_q, got_k = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
+    launch._launch_angles(q, got_q, k, got_k, freqs, **common, split_qk=split_qk, num_warps=8, tile=tile)
+    assert torch.equal(got_q, want_q) and torch.equal(got_k, want_k)
+    ref_q, ref_k = RotaryEmbedding(16, layout=layout, backend="torch")(q, k, offset=3)
+    assert_close(want_q, ref_q)
+    assert_close(want_k, ref_k)
+
+
 # ---------------------------------------------------------------------------
 # Backward: the rotation by -theta
 # ---------------------------------------------------------------------------
@@ -425,11 +442,15 @@ def test_kernel_compiles_for_the_h100_with_vector_memory_access():
         "modes = [(layout, table) for layout in ('half', 'interleaved') for table in (False, True)]\n"
         "print(json.dumps([ptx_summary(layout=layout, from_table=table) for layout, table in modes]))\n"
     )
+    modes = [(layout, table) for layout in ("half", "interleaved") for table in (False, True)]
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    for counts in json.loads(done.stdout.strip().splitlines()[-1]):
+    for (_, table), counts in zip(modes, json.loads(done.stdout.strip().splitlines()[-1]), strict=True):
         assert counts.get("ld.global.v4.b32", 0) > 0 and counts.get("st.global.v4.b32", 0) > 0  # 16-byte accesses
         assert not any(".b16" in kind for kind in counts)  # no 2-byte scalar loads or stores of q and k
+        # the only scalar loads outside the read-only cache: the angles kernel's f_hi and f_lo
+        assert counts.get("ld.global.b32", 0) == (0 if table else 2)
+        assert all(".v" in kind for kind in counts if ".nc" not in kind and kind != "ld.global.b32")
 
 
 # ---------------------------------------------------------------------------

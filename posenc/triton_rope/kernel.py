@@ -207,9 +207,15 @@ def _rope_angles_kernel(
     sokb, sokh, soks, sokd,
     spb, sps,
     INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr,
-    BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_P: tl.constexpr,
+    BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_P: tl.constexpr, SPLIT_QK: tl.constexpr,
 ):
-    """One program per token: its angles once, then all its query and key heads."""
+    """One program per token: its angles once, then all its query and key heads.
+
+    With ``SPLIT_QK`` the grid has a second axis of two: program ``(t, 0)``
+    rotates token ``t``'s query heads and ``(t, 1)`` its key heads, each forming
+    the angles itself. Without it one program does both, the keys after the
+    queries.
+    """
     token = tl.program_id(0).to(tl.int64)
     b = token // seq_len
     s = token % seq_len
@@ -224,14 +230,17 @@ def _rope_angles_kernel(
     # [1, BLOCK_P] each: one angle per pair, shared by every head
     cos = (cos * scale)[None, :]
     sin = (sin * scale)[None, :]
-    _rotate_token(
-        q_ptr, qo_ptr, b, s, q_heads, half, sqb, sqh, sqs, sqd, soqb, soqh, soqs, soqd,
-        cos, sin, INTERLEAVED, BACKWARD, BLOCK_HQ, BLOCK_P,
-    )
-    _rotate_token(
-        k_ptr, ko_ptr, b, s, k_heads, half, skb, skh, sks, skd, sokb, sokh, soks, sokd,
-        cos, sin, INTERLEAVED, BACKWARD, BLOCK_HK, BLOCK_P,
-    )
+    which = tl.program_id(1) if SPLIT_QK else 0  # 0: queries (and keys, unsplit); 1: keys
+    if which == 0:
+        _rotate_token(
+            q_ptr, qo_ptr, b, s, q_heads, half, sqb, sqh, sqs, sqd, soqb, soqh, soqs, soqd,
+            cos, sin, INTERLEAVED, BACKWARD, BLOCK_HQ, BLOCK_P,
+        )
+    if which == 1 or not SPLIT_QK:
+        _rotate_token(
+            k_ptr, ko_ptr, b, s, k_heads, half, skb, skh, sks, skd, sokb, sokh, soks, sokd,
+            cos, sin, INTERLEAVED, BACKWARD, BLOCK_HK, BLOCK_P,
+        )
 
 
 @triton.jit

@@ -24,8 +24,15 @@ else:
 
 # Largest tile of one program, heads x pairs, in elements of each half.
 _TILE = 2048
-# Warps per program: 128 threads share a tile of at most 2048 pairs.
-_NUM_WARPS = 4
+# Warps per program of the angles kernel: 64 threads share a tile of at most 2048 pairs.
+# Chosen by scripts/triton_sweep.py on an H200 (bfloat16, 32 + 8 heads of 128): 2 warps moved
+# 90-96% of the copy bandwidth at 16384 tokens, 4 warps 63-67%, 8 warps 50-67%.
+_NUM_WARPS = 2
+# Warps per program of the table kernel: 4 moved 81-90% of the copy at 16384 tokens on the same
+# H200, 2 warps 78-85%, 1 warp 71-79%.
+_TABLE_WARPS = 4
+# The angles kernel: queries and keys of a token in two programs (True) or in one (False).
+_SPLIT_QK = False
 
 
 # ---------------------------------------------------------------------------
@@ -43,9 +50,9 @@ def _block_pairs(dim: int) -> int:
     return _next_power_of_2(dim // 2)
 
 
-def _block_heads(heads: int, block_p: int) -> int:
-    """Heads in one tile: all of them if they fit in :data:`_TILE` elements, else as many as do."""
-    return max(1, min(_next_power_of_2(heads), _TILE // block_p))
+def _block_heads(heads: int, block_p: int, tile: int | None = None) -> int:
+    """Heads in one tile: all of them if they fit in ``tile`` (:data:`_TILE`) elements, else as many as do."""
+    return max(1, min(_next_power_of_2(heads), (tile or _TILE) // block_p))
 
 
 def _position_strides(positions: torch.Tensor | None) -> tuple[int, int]:
@@ -71,20 +78,27 @@ def _launch_angles(
     scale: float,
     interleaved: bool,
     backward: bool = False,
+    split_qk: bool | None = None,
+    num_warps: int | None = None,
+    tile: int | None = None,
 ) -> None:
     """``qo = R q`` and ``ko = R k`` for ``[b, h, s, d]`` tensors of any strides, angles from positions.
 
     ``freqs`` is ``(hi, lo)``, float32 ``[d/2]``. Positions are ``positions``
     (``[s]``, ``[1, s]`` or ``[b, s]``) or, if None, ``offset .. offset + s - 1``.
-    ``qo`` may be ``q`` itself (in place); likewise ``ko``.
+    ``qo`` may be ``q`` itself (in place); likewise ``ko``. ``split_qk``,
+    ``num_warps`` and ``tile`` override :data:`_SPLIT_QK`, :data:`_NUM_WARPS`
+    and :data:`_TILE` (for ``scripts/triton_sweep.py``, which times the choices
+    on a GPU).
     """
     batch, q_heads, seq_len, dim = q.shape
     if batch * seq_len == 0 or dim == 0:
         return
     block_p = _block_pairs(dim)
     f_hi, f_lo = freqs
+    split = _SPLIT_QK if split_qk is None else split_qk
     # fmt: off  (arguments grouped as the kernel's header comment groups them)
-    kernel._rope_angles_kernel[(batch * seq_len,)](
+    kernel._rope_angles_kernel[(batch * seq_len, 2 if split else 1)](
         q,
         qo,
         k,
@@ -105,10 +119,11 @@ def _launch_angles(
         *_position_strides(positions),
         INTERLEAVED=interleaved,
         BACKWARD=backward,
-        BLOCK_HQ=_block_heads(q_heads, block_p),
-        BLOCK_HK=_block_heads(k.shape[1], block_p),
+        BLOCK_HQ=_block_heads(q_heads, block_p, tile),
+        BLOCK_HK=_block_heads(k.shape[1], block_p, tile),
         BLOCK_P=block_p,
-        num_warps=_NUM_WARPS,
+        SPLIT_QK=split,
+        num_warps=num_warps or _NUM_WARPS,
         enable_fp_fusion=True,
     )
     # fmt: on
@@ -148,7 +163,7 @@ def _launch_table(
         BACKWARD=backward,
         BLOCK_H=_block_heads(heads, block_p),
         BLOCK_P=block_p,
-        num_warps=_NUM_WARPS,
+        num_warps=_TABLE_WARPS,
         enable_fp_fusion=True,
     )
     # fmt: on
