@@ -81,6 +81,22 @@ def test_checks_and_plotting_code_are_folded(path):
             assert {"hide-input", "hide-cell", "remove-input"} & set(tags), cell.source[:80]
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_assert_is_shown_outside_the_exercise_solutions(path):
+    """Every assert runs in a cell the site removes (tagged check, remove-cell), except in the
+    solutions of the exercises, whose checks are part of the answer."""
+    fold = _fold_checks()
+    shown = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code" or "remove-cell" in cell.metadata.get("tags", []):
+            continue
+        if cell.metadata.get("mystnb", {}).get("code_prompt_show") == fold.SOLUTION["code_prompt_show"]:
+            continue
+        if re.search(r"^\s*assert\b", cell.source, re.M):
+            shown.append(cell.source.splitlines()[0])
+    assert not shown, f"{len(shown)} cell(s) on the page assert: {shown}"
+
+
 def _text_outputs(cell):
     for out in cell.get("outputs", []):
         if out.output_type == "stream":

@@ -207,7 +207,8 @@ def _rope_angles_kernel(
     sokb, sokh, soks, sokd,
     spb, sps,
     INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr,
-    BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_P: tl.constexpr, SPLIT_QK: tl.constexpr,
+    BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_P: tl.constexpr,
+    SPLIT_QK: tl.constexpr,
 ):
     """One program per token: its angles once, then all its query and key heads.
 
@@ -230,15 +231,17 @@ def _rope_angles_kernel(
     # [1, BLOCK_P] each: one angle per pair, shared by every head
     cos = (cos * scale)[None, :]
     sin = (sin * scale)[None, :]
-    which = tl.program_id(1) if SPLIT_QK else 0  # 0: queries (and keys, unsplit); 1: keys
+    which = tl.program_id(1) if SPLIT_QK else 0  # 0: queries (and keys); 1: keys
     if which == 0:
         _rotate_token(
-            q_ptr, qo_ptr, b, s, q_heads, half, sqb, sqh, sqs, sqd, soqb, soqh, soqs, soqd,
+            q_ptr, qo_ptr, b, s, q_heads, half,
+            sqb, sqh, sqs, sqd, soqb, soqh, soqs, soqd,
             cos, sin, INTERLEAVED, BACKWARD, BLOCK_HQ, BLOCK_P,
         )
     if which == 1 or not SPLIT_QK:
         _rotate_token(
-            k_ptr, ko_ptr, b, s, k_heads, half, skb, skh, sks, skd, sokb, sokh, soks, sokd,
+            k_ptr, ko_ptr, b, s, k_heads, half,
+            skb, skh, sks, skd, sokb, sokh, soks, sokd,
             cos, sin, INTERLEAVED, BACKWARD, BLOCK_HK, BLOCK_P,
         )
 
