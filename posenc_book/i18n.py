@@ -76,6 +76,51 @@ WORDS = {
 }
 
 
+#: The short names the introduction gives the five source documents, per edition.
+SOURCE_NAMES = {
+    "en": {
+        "000": "the primer",
+        "001": "the textbook section",
+        "002": "the survey",
+        "003": "the short note",
+        "004": "the walkthrough",
+    },
+    "zh-hans": {
+        "000": "《入门短文》",
+        "001": "《教材章节》",
+        "002": "《综述》",
+        "003": "《短笔记》",
+        "004": "《实现讲解》",
+    },
+    "zh-hant": {
+        "000": "《入門短文》",
+        "001": "《教材章節》",
+        "002": "《綜述》",
+        "003": "《短筆記》",
+        "004": "《實現講解》",
+    },
+}
+#: The ledger's table headings, per edition.
+TABLE_WORDS = {
+    "en": {"document": "document", "total": "total", "all": "All five"},
+    "zh-hans": {"document": "文档", "total": "合计", "all": "五份合计"},
+    "zh-hant": {"document": "文檔", "total": "合計", "all": "五份合計"},
+}
+
+
+def source_name(document: str, lang: str | None = None, *, capital: bool = False) -> str:
+    """The short name of source document ``document`` (``"000"`` to ``"004"``) in ``lang``.
+
+    Raises:
+        ValueError: If ``document`` is not one of the five, or ``lang`` is not an edition.
+    """
+    names = SOURCE_NAMES[check_language(lang or language())]
+    if document not in names:
+        raise ValueError(f"document must be one of {', '.join(names)}; got {document!r}")
+    name = names[document]
+    return name[0].upper() + name[1:] if capital else name
+
+
 def check_language(lang: str, argument: str = "lang") -> str:
     """``lang`` itself if it names an edition; otherwise a ``ValueError`` naming the editions."""
     if lang not in LANGUAGES:

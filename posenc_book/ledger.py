@@ -19,7 +19,7 @@ import re
 from functools import partial
 
 from .data import data_path
-from .i18n import claim_texts, language, word
+from .i18n import TABLE_WORDS, claim_texts, language, source_name, word
 
 #: HTML-escape ``&``, ``<`` and ``>`` (quotes are left alone).
 _escape = partial(html.escape, quote=False)
@@ -147,3 +147,27 @@ def ledger_html(claims: list[dict], seed: str, sections: dict[str, dict[str, str
     """HTML for one document's claims, in the order of its text."""
     ours = sorted((c for c in claims if c["seed"] == seed), key=lambda c: (first_line(c), c["id"]))
     return "".join(claim_block(c, sections) for c in ours)
+
+
+def counts_table_html(claims: list[dict], lang: str | None = None) -> str:
+    """The verdicts of ``claims`` counted per source document, as an HTML table in ``lang``.
+
+    One row per document (by its short name), one column per verdict and the row's total,
+    and a last row over all five documents.
+    """
+    lang = lang or language()
+    verdicts = ["correct", "wrong", "imprecise", "untestable"]
+    documents = sorted({c["seed"] for c in claims})
+    words = TABLE_WORDS[lang]
+    head = "".join(f"<th scope='col'>{_escape(word(v, lang))}</th>" for v in verdicts)
+    rows = [f"<tr><th scope='col'>{words['document']}</th>{head}<th scope='col'>{words['total']}</th></tr>"]
+
+    def row(label: str, picked: list[dict]) -> str:
+        cells = [sum(c["verdict"] == v for c in picked) for v in verdicts]
+        body = "".join(f"<td>{n}</td>" for n in [*cells, sum(cells)])
+        return f"<tr><th scope='row'>{_escape(label)}</th>{body}</tr>"
+
+    for document in documents:
+        rows.append(row(source_name(document, lang, capital=True), [c for c in claims if c["seed"] == document]))
+    rows.append(row(words["all"], claims))
+    return "<table class='ledger-counts'>" + "".join(rows) + "</table>"

@@ -185,8 +185,8 @@ def build_hans(en, zh, where: str):
                 "image" in cell.metadata["mystnb"] or "figure" in cell.metadata["mystnb"]
             ):
                 cell.metadata["posenc"] = {"en_sha": ours.metadata["posenc"]["en_sha"]}
-            if LOCALISED in cell.metadata.get("tags", []) and ours is not None:
-                cell.outputs = ours.outputs
+            if LOCALISED in cell.metadata.get("tags", []) and ours is not None and ours.cell_type == "code":
+                cell.outputs = ours.outputs  # (then run again in the edition's folder)
     out.metadata.pop("jupytext", None)
     out.metadata["posenc"] = {"edition": "zh-hans"}
     return out
@@ -208,7 +208,8 @@ def build_hant(hans, old, convert):
             if field in mystnb.get(key, {}):
                 mystnb[key][field] = convert(mystnb[key][field])
         if LOCALISED in cell.metadata.get("tags", []):
-            cell.outputs = previous[cell.id].outputs if cell.id in previous else []
+            kept = previous.get(cell.id)
+            cell.outputs = kept.outputs if kept is not None and kept.cell_type == "code" else []
     out.metadata["posenc"] = {"edition": "zh-hant"}
     return out
 

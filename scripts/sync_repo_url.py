@@ -7,6 +7,9 @@ From ``repository.url`` (``https://github.com/OWNER/REPO``) follow:
 - the site's address, ``https://OWNER.github.io/REPO/`` (GitHub Pages);
 - the clone command and the site's address in ``README.md``;
 - the project URLs in ``pyproject.toml`` and the addresses in ``CITATION.cff``;
+- the introduction's link to the published PDF (``SITE/posenc-book.pdf``), in the English
+  and Simplified editions (the Traditional one is generated); a Simplified introduction that
+  was current with the English one stays current (its ``% en-sha:`` line follows);
 - the first code cell of every chapter, which installs the book's package where it is
   missing (on Colab, say) from ``git+URL``, with the ``book`` extra; on the site it is
   folded away (tag ``hide-cell``).
@@ -94,6 +97,17 @@ def expected_files() -> dict[Path, str]:
     text = re.sub(r'^Issues = ".*"$', f'Issues = "{url}/issues"', text, flags=re.M)
     text = re.sub(r'^Changelog = ".*"$', f'Changelog = "{url}/blob/main/CHANGELOG.md"', text, flags=re.M)
     files[pyproject] = text
+    pdf_link = re.compile(r'<a href="[^"]*posenc-book\.pdf">')
+    intro, zh_intro = ROOT / "book" / "intro.md", ROOT / "zh-hans" / "book" / "intro.md"
+    old_intro = intro.read_text(encoding="utf-8")
+    new_intro = pdf_link.sub(f'<a href="{site_url()}posenc-book.pdf">', old_intro)
+    files[intro] = new_intro
+    text = pdf_link.sub(f'<a href="{site_url()}posenc-book.pdf">', zh_intro.read_text(encoding="utf-8"))
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from editions import sha
+
+    text = text.replace(f"% en-sha: {sha(old_intro)}\n", f"% en-sha: {sha(new_intro)}\n", 1)
+    files[zh_intro] = text
     citation = ROOT / "CITATION.cff"
     text = citation.read_text(encoding="utf-8")
     text = re.sub(r"^repository-code: .*$", f'repository-code: "{url}"', text, flags=re.M)

@@ -39,3 +39,25 @@ def test_cosine_similarity_matrix_hand_values():
 
 def test_escape_leaves_quotes_alone():
     assert escape("a < b & \"c\" > 'd'") == "a &lt; b &amp; \"c\" &gt; 'd'"
+
+
+def test_source_names_and_the_verdict_table_speak_each_editions_language():
+    import yaml
+
+    from posenc_book import data_path
+    from posenc_book.i18n import source_name
+    from posenc_book.ledger import counts_table_html
+
+    assert source_name("002", "en") == "the survey"
+    assert source_name("002", "en", capital=True) == "The survey"
+    assert source_name("004", "zh-hans") == "《实现讲解》" and source_name("004", "zh-hant") == "《實現講解》"
+    with pytest.raises(ValueError, match=r"document must be one of 000, 001, 002, 003, 004; got '005'"):
+        source_name("005", "en")
+    with pytest.raises(ValueError, match="lang must be one of en, zh-hans, zh-hant"):
+        source_name("000", "fr")
+    claims = yaml.safe_load(data_path("claims.yaml").read_text(encoding="utf-8"))
+    table = counts_table_html(claims, "en")
+    assert table.count("<tr>") == 1 + 5 + 1  # header, five documents, all five
+    last = table.rsplit("<tr>", 1)[1]
+    assert f"<td>{len(claims)}</td></tr>" in last and "All five" in last
+    assert "《綜述》" in counts_table_html(claims, "zh-hant") and "错误" in counts_table_html(claims, "zh-hans")

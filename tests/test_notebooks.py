@@ -97,6 +97,16 @@ def test_no_assert_is_shown_outside_the_exercise_solutions(path):
     assert not shown, f"{len(shown)} cell(s) on the page assert: {shown}"
 
 
+def test_the_sources_are_named_never_numbered_in_the_prose():
+    """The introduction names the five source documents; the English prose never calls them
+    "seed NNN" (in chapter 9 a seed is a random seed)."""
+    pages = sorted((ROOT / "book" / "md_src").glob("*.md")) + sorted((ROOT / "book").glob("*.md"))
+    for page in pages:
+        prose = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        found = re.findall(r"\b[Ss]eeds? \d{3}\b", prose)
+        assert not found, f"{page.name}: {found[:3]}"
+
+
 def _text_outputs(cell):
     for out in cell.get("outputs", []):
         if out.output_type == "stream":

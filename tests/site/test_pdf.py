@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from html.parser import HTMLParser
 
 import pypdfium2
@@ -113,5 +114,15 @@ def test_nothing_runs_off_the_page(pdf):
 
 
 def test_the_site_links_to_the_pdf():
-    intro = (HTML / "book" / "intro.html").read_text(encoding="utf-8")
-    assert 'href="../posenc-book.pdf"' in intro
+    """Every edition's introduction links to the PDF published with the site, at the address
+    this build puts it (the site's root is _build/html), so the link works whether or not a
+    reader built the PDF; and the workflow publishes that folder."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from sync_repo_url import site_url
+
+    assert PDF == HTML / "posenc-book.pdf" and PDF.exists()
+    for edition in ("", "zh-hans/", "zh-hant/"):
+        intro = (HTML / edition / "book" / "intro.html").read_text(encoding="utf-8")
+        assert f'href="{site_url()}posenc-book.pdf"' in intro, edition
+    workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text(encoding="utf-8")
+    assert re.search(r"upload-pages-artifact@\S+\s+with:\s+path: _build/html", workflow)
