@@ -97,26 +97,14 @@ def _launch_angles(
     block_p = _block_pairs(dim)
     f_hi, f_lo = freqs
     split = _SPLIT_QK if split_qk is None else split_qk
-    # fmt: off  (arguments grouped as the kernel's header comment groups them)
+    # the arguments in the groups of the kernel's header comment
+    pointers = (q, qo, k, ko, positions, f_hi, f_lo)
+    sizes = (seq_len, q_heads, k.shape[1], dim // 2, offset, float(scale))
+    strides = (*q.stride(), *qo.stride(), *k.stride(), *ko.stride(), *_position_strides(positions))
     kernel._rope_angles_kernel[(batch * seq_len, 2 if split else 1)](
-        q,
-        qo,
-        k,
-        ko,
-        positions,
-        f_hi,
-        f_lo,
-        seq_len,
-        q_heads,
-        k.shape[1],
-        dim // 2,
-        offset,
-        float(scale),
-        *q.stride(),
-        *qo.stride(),
-        *k.stride(),
-        *ko.stride(),
-        *_position_strides(positions),
+        *pointers,
+        *sizes,
+        *strides,
         INTERLEAVED=interleaved,
         BACKWARD=backward,
         BLOCK_HQ=_block_heads(q_heads, block_p, tile),
@@ -126,7 +114,6 @@ def _launch_angles(
         num_warps=num_warps or _NUM_WARPS,
         enable_fp_fusion=True,
     )
-    # fmt: on
 
 
 def _launch_table(
@@ -195,18 +182,8 @@ class _FusedRope(torch.autograd.Function):
         saved = ctx.saved_tensors
         positions = saved[0] if ctx.has_positions else None
         gq, gk = torch.empty_like(grad_q), torch.empty_like(grad_k)
-        _launch_angles(
-            grad_q,
-            gq,
-            grad_k,
-            gk,
-            saved[-2:],
-            positions=positions,
-            offset=ctx.offset,
-            scale=ctx.scale,
-            interleaved=ctx.interleaved,
-            backward=True,
-        )
+        options = {"offset": ctx.offset, "scale": ctx.scale, "interleaved": ctx.interleaved, "backward": True}
+        _launch_angles(grad_q, gq, grad_k, gk, saved[-2:], positions=positions, **options)
         return gq, gk, None, None, None, None, None, None, None
 
 
