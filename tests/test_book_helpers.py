@@ -61,3 +61,15 @@ def test_source_names_and_the_verdict_table_speak_each_editions_language():
     last = table.rsplit("<tr>", 1)[1]
     assert f"<td>{len(claims)}</td></tr>" in last and "All five" in last
     assert "《綜述》" in counts_table_html(claims, "zh-hant") and "错误" in counts_table_html(claims, "zh-hans")
+
+
+def test_tables_are_markdown_with_escaped_cells_and_aligned_numbers():
+    from posenc_book.tables import show_table, table_markdown
+
+    text = table_markdown(["name", "value"], [["a|b", 1.5], [None, 2]])
+    assert text.splitlines() == ["| name | value |", "|:--|--:|", "| a\\|b | 1.5 |", "| – | 2 |"]
+    assert show_table(["x"], [["y"]]).data == "| x |\n|:--|\n| y |"
+    with pytest.raises(ValueError, match=r"rows\[1\] has 1 values; the header has 2"):
+        table_markdown(["a", "b"], [[1, 2], [3]])
+    with pytest.raises(ValueError, match="align must be 2 letters from l, r and c"):
+        table_markdown(["a", "b"], [[1, 2]], align="lx")

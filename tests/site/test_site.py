@@ -104,6 +104,7 @@ DOCUMENTED = [
     "posenc_book.diagnostics",
     "posenc_book.tutorial",
     "posenc_book.ledger",
+    "posenc_book.tables",
     "posenc_book.benchmark_plots",
 ]
 
