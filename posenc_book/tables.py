@@ -51,6 +51,10 @@ def table_markdown(header: Sequence, rows: Sequence[Sequence], *, align: str | N
     return "\n".join(lines)
 
 
-def show_table(header: Sequence, rows: Sequence[Sequence], *, align: str | None = None) -> Markdown:
-    """:func:`table_markdown`, displayed: the last line of a cell shows it as a table."""
+def show_table(header: Sequence, rows: Sequence[Sequence], *, align: str | None = None):
+    """:func:`table_markdown`, displayed: the last line of a cell shows it as a table.
+
+    Returns:
+        An ``IPython.display.Markdown`` object holding the table.
+    """
     return Markdown(table_markdown(header, rows, align=align))
