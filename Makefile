@@ -35,9 +35,9 @@ NBVAL_LAX := -m pytest -q --nbval-lax -p no:cacheprovider --rootdir .
 # The order in which `make test` runs the chapters under the three kernel sets.
 NBVAL_RUNS := nbval nbval-cpus nbval-elsewhere
 # The chapter that runs once more with Triton hidden.
-NO_TRITON_CHAPTER ?= 10_gpu_timing.ipynb
+NO_TRITON_CHAPTER ?= 12_gpu_timing.ipynb
 # Compiled-artefact caches. TorchInductor's FX-graph cache is keyed without the CPU's vector
-# instruction set (chapter 8; tests/test_compile_caches.py): a kernel generated under one
+# instruction set (chapter 10; tests/test_compile_caches.py): a kernel generated under one
 # ATEN_CPU_CAPABILITY and served to a run under another gives wrong numbers or does not
 # compile. So every run that executes code starts with empty caches of its own (TorchInductor's
 # and Triton's), in the folder given, removed and made anew: $(call own_caches,FOLDER) cmd ...
@@ -55,7 +55,7 @@ help:
 	@echo "make lab        JupyterLab on the chapters"
 	@echo "make notebooks  re-execute every chapter top to bottom, sync the MyST twins and the"
 	@echo "                Chinese editions"
-	@echo "make gpu-record chapter 10's GPU timings, on a machine with an NVIDIA GPU (README: With a GPU)"
+	@echo "make gpu-record chapter 12's GPU timings, on a machine with an NVIDIA GPU (README: With a GPU)"
 	@echo "make lock       re-pin requirements*.txt from pyproject.toml against the public index"
 	@echo "make serve      serve $(HTML) on http://localhost:$(PORT)"
 
@@ -123,7 +123,7 @@ nbval-cpus: $(VENV)/.test
 
 # Every chapter (Simplified edition) copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
-# then chapter 10 once more with Triton hidden, as on a machine without it.
+# then chapter 12 once more with Triton hidden, as on a machine without it.
 nbval-elsewhere: $(VENV)/.test
 	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton $(ELSEWHERE)/zh-hans
 	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) . && rm -rf build
@@ -162,7 +162,7 @@ notebooks: $(VENV)/.test
 lock:
 	$(PYTHON) scripts/lock_requirements.py
 
-# Chapter 10's GPU timings in one command (scripts/gpu_record.py): the kernel checked on the
+# Chapter 12's GPU timings in one command (scripts/gpu_record.py): the kernel checked on the
 # GPU, then the whole benchmark, written to posenc_book/data/. It needs no network: the wheels
 # it carries (Liger-Kernel's RoPE) are downloaded into .whl/ beforehand by gpu-wheels.
 LIGER := liger-kernel==0.8.5

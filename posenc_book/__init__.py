@@ -1,9 +1,9 @@
 """Helpers of the book *Positional Encodings, Checked* that are not part of the library.
 
 ``posenc`` is the library: it needs only torch. ``posenc_book`` holds what only the book
-uses; for now, the recorded data the chapters read (the experiments of chapter 9, the
-bad-input catalogue of chapter 8, the claims ledger of chapter 11 and GPU timings for
-chapter 10). The data ships inside the package, so a chapter finds it from any working
+uses; for now, the recorded data the chapters read (the experiments of chapter 11, the
+bad-input catalogue of chapter 10, the claims ledger of chapter 13 and GPU timings for
+chapter 12). The data ships inside the package, so a chapter finds it from any working
 directory, on Colab and on Binder, not only from a checkout.
 """
 

@@ -1,4 +1,4 @@
-"""The figures of chapter 10: RoPE timings read off a result of ``posenc.benchmark``.
+"""The figures of chapter 12: RoPE timings read off a result of ``posenc.benchmark``.
 
 Book-only (matplotlib). Every figure takes one result dict, from
 :func:`posenc.benchmark.run_benchmark` or :func:`posenc.benchmark.load_results`, and

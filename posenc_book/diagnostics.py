@@ -8,7 +8,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-#: HTML-escape ``&``, ``<`` and ``>`` (quotes are left alone), for the tables chapters 8 and 11 render.
+#: HTML-escape ``&``, ``<`` and ``>`` (quotes are left alone), for the tables chapters 10 and 13 render.
 escape = partial(html.escape, quote=False)
 
 

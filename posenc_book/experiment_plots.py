@@ -1,4 +1,4 @@
-"""Tables and figures of chapter 9's recorded experiments: accuracy against budget, bits per character against length.
+"""Tables and figures of chapter 11's recorded experiments: accuracy against budget, bits per character against length.
 
 The chapter shows what these draw and asserts on the same numbers; the code
 that lays out axes lives here so that the page shows the results, not the

@@ -310,7 +310,7 @@ def rope_rotation_explorer(
 
 
 def scaled_inv_freq(method: str, head_dim: int, base: float, original_len: int, factor: float) -> torch.Tensor:
-    """``theta'_i`` of one method of chapter 6 for ``factor`` times ``original_len``; dynamic at that length."""
+    """``theta'_i`` of one method of chapter 7 for ``factor`` times ``original_len``; dynamic at that length."""
     if method == "NTK-aware":
         return rope_inv_freq(head_dim, base=ntk_scaled_base(base, factor, head_dim))[0]
     common = {"factor": float(factor), "original_max_position_embeddings": original_len}
@@ -338,7 +338,7 @@ def _plot_scaling(fig, stretch, slow: int, original_len: int, factor) -> None:
 def rope_scaling_explorer(
     head_dim=128, base=10_000.0, original_len=4096, factors=FACTORS, *, default=4, name="rope-scaling"
 ):
-    """Stretch ``theta_i / theta'_i`` per pair for each scaling of chapter 6, with a slider over the factor."""
+    """Stretch ``theta_i / theta'_i`` per pair for each scaling of chapter 7, with a slider over the factor."""
     theta, _ = rope_inv_freq(head_dim, base=base)
     stretch = [
         [sig4(theta / scaled_inv_freq(m, head_dim, base, original_len, f)) for f in factors] for m in SCALING_METHODS

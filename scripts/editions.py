@@ -20,9 +20,9 @@ three:
   (Taiwan usage) with the phrase table ``scripts/zh_hant_phrases.tsv`` applied first.
 - The editions' ``_config.yml`` and ``_toc.yml`` are generated from the English ones.
 - ``posenc_book/data/claims.zh-hant.yaml`` is converted from ``claims.zh-hans.yaml``, and
-  ``sections.zh-*.json`` record the Chinese headings for chapter 11's ledger.
+  ``sections.zh-*.json`` record the Chinese headings for chapter 13's ledger.
 
-Cells tagged ``localised-output`` (chapter 11's ledger) print prose, so their outputs are
+Cells tagged ``localised-output`` (chapter 13's ledger) print prose, so their outputs are
 the edition's own: this script executes a notebook that has them, in its edition folder, and
 keeps those outputs; nbval checks them. ``--check`` writes nothing, executes nothing, and
 exits 1 naming the files that are not up to date. ``--import DIR`` first reads translation
@@ -343,7 +343,7 @@ def import_translations(folder: Path) -> None:
         text = (folder / f"{page}.md").read_text(encoding="utf-8")
         (ROOT / "zh-hans" / "book" / f"{page}.md").write_text(f"% en-sha: {sha(english)}\n{text}", encoding="utf-8")
     claims = yaml.safe_load((folder / "claims.yaml").read_text(encoding="utf-8"))
-    head = "# The claims ledger's claims and reasons in Simplified Chinese (chapter 11 of zh-hans).\n"
+    head = "# The claims ledger's claims and reasons in Simplified Chinese (chapter 13 of zh-hans).\n"
     text = yaml.safe_dump(claims, allow_unicode=True, sort_keys=False, width=70)
     (DATA / "claims.zh-hans.yaml").write_text(head + text, encoding="utf-8")
 

@@ -1,4 +1,4 @@
-"""Record chapter 10's GPU timings in one command: check the kernel on the GPU, then time everything.
+"""Record chapter 12's GPU timings in one command: check the kernel on the GPU, then time everything.
 
 Usage (from the repository root, on a machine with an NVIDIA H100 or H200):
 
@@ -18,7 +18,7 @@ used are written into the result. The steps, each one stopping the run when it f
    transformers is installed), ``torch.compile``, posenc's kernel, Liger-Kernel's RoPE and the
    copy that is the ceiling, on bfloat16 LLaMA-like shapes (batch 1 and 4, sequences 512 to
    16384, decoding one token), each checked against float64 before it is timed. It writes
-   ``gpu_rope_<device>.json`` into ``--out`` (default ``posenc_book/data/``, where chapter 10
+   ``gpu_rope_<device>.json`` into ``--out`` (default ``posenc_book/data/``, where chapter 12
    reads it), replacing a file of the same device.
 
 The whole run must end within ``--budget-s`` seconds (default 480): the benchmark gets what

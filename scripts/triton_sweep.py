@@ -7,7 +7,7 @@ Usage (repository root, a machine with an NVIDIA GPU; ``--dry-run`` here, in Tri
 The angles kernel (:func:`posenc.triton_rope.rope_qk_triton`) can take a token's queries and
 keys in one program or in two (``split_qk``), with 1 to 8 warps and tiles of 1024 or 2048
 elements. Each choice is first checked to give the same bits as the defaults, then timed as
-chapter 10's benchmark times (CUDA events, median, L2 overwritten between calls) on bfloat16
+chapter 12's benchmark times (CUDA events, median, L2 overwritten between calls) on bfloat16
 LLaMA-like shapes (32 query heads, 8 key heads, head size 128, ``[b, h, s, d]`` views of
 ``[b, s, h, d]`` memory), beside the table kernel (``apply_rope(..., backend="triton")`` on q
 and k, 1, 2 or 4 warps) and the copy ceiling measured in the same run. Prints a table and writes

@@ -71,7 +71,7 @@ def test_names_in_calls_are_public():
 
 
 def test_the_chapter_renders_this_catalog():
-    source = (ROOT / "book" / "md_src" / "08_pytorch.md").read_text(encoding="utf-8")
+    source = (ROOT / "book" / "md_src" / "10_pytorch.md").read_text(encoding="utf-8")
     assert 'data_path("bad_inputs.yaml")' in source
 
 

@@ -4,7 +4,7 @@ TorchInductor keys its FX-graph cache without the CPU's vector instruction set: 
 generated for AVX-512 and served to a run under AVX2 computes wrong numbers, and one served
 to ATen's generic kernels does not compile (``test_inductor_cache_key_leaves_out_the_vector_isa``
 documents this upstream behaviour). So the Makefile gives every run of the chapters caches of
-its own, and those runs, in the suite's order, compare chapter 8's compiled module with the
+its own, and those runs, in the suite's order, compare chapter 10's compiled module with the
 uncompiled table under each setting (native, AVX2, generic). ``test_no_run_finds_an_artefact_left_by_another``
 drives the Makefile's real chapter runs (``NBVAL_RUNS``) on a small notebook in
 ``tests/fixtures/`` that looks for what an earlier run left in its caches, with the caches that
@@ -94,7 +94,7 @@ def test_inductor_cache_key_leaves_out_the_vector_isa(tmp_path):
     another ATEN_CPU_CAPABILITY. Where AVX-512 is native, AVX2 gets the same C++ source (16 floats
     a step) built with AVX2's 8-float vectors, and about half the entries are wrong; the generic
     kernels get code that calls at::vec and does not compile. If this test fails, torch has fixed
-    its cache key: chapter 8's section on torch.compile says what to change."""
+    its cache key: chapter 10's section on torch.compile says what to change."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     native = str(pick_vec_isa())

@@ -2,7 +2,7 @@
 
 ``scripts/editions.py`` builds ``zh-hans/`` from the English chapters and the Simplified
 translation, and ``zh-hant/`` from ``zh-hans/``. These tests hold the editions to that: the
-same cells in the same order, code and outputs byte for byte (chapter 11's ledger, printed
+same cells in the same order, code and outputs byte for byte (chapter 13's ledger, printed
 in the edition's language, aside), every page translated, every translated text made from
 the current English, and the generated files up to date.
 """
@@ -198,7 +198,7 @@ def test_chinese_search_indexes_the_glossary_terms():
 
 
 def test_links_that_name_a_chapter_use_its_title():
-    """ "第 8 章 …" and "8. …" links in the Chinese pages give the chapter's own title."""
+    """ "第 10 章 …" and "8. …" links in the Chinese pages give the chapter's own title."""
     titles = {}
     for chapter in CHAPTERS:
         first = next(c.source for c in read(ROOT / "zh-hans" / "book" / chapter).cells if c.cell_type == "markdown")

@@ -1,4 +1,4 @@
-"""The answers of the exercises of chapters 1-6, checked again outside the notebooks.
+"""The answers of the exercises of chapters 1-7, checked again outside the notebooks.
 
 Each test recomputes the key answer of one exercise, where it can by another route than the
 solution cell (plain math instead of the package, or the package instead of the formula).
@@ -17,13 +17,16 @@ from posenc import (
     alibi_bias,
     alibi_slopes,
     apply_rope,
+    axial_cos_sin,
     relative_positions,
     rope_cos_sin,
+    rope_inv_freq,
     scaled_dot_product_attention,
     sinusoidal_encoding,
     sinusoidal_frequencies,
     sinusoidal_table,
     t5_relative_position_bucket,
+    xpos_zeta,
 )
 from posenc.pairing import sinusoidal_dot_product, sinusoidal_offset_matrix
 
@@ -257,7 +260,7 @@ def test_ch5_far_keys_share_a_t5_bucket():
 
 
 # ---------------------------------------------------------------------------
-# Chapter 6: rotary position embedding
+# Chapters 6 and 7: rotary position embedding, long context
 # ---------------------------------------------------------------------------
 
 
@@ -292,7 +295,7 @@ def test_ch6_rotate_half_by_hand():
     assert (mixed.norm(dim=-1) / x.norm(dim=-1) - 1).abs().max() > 0.01
 
 
-def test_ch6_kv_cache_and_dynamic_scaling():
+def test_ch7_kv_cache_and_dynamic_scaling():
     gen = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, 24, 16, generator=gen, dtype=f64)
     dynamic = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16}
@@ -311,3 +314,56 @@ def test_ch6_kv_cache_and_dynamic_scaling():
     assert int((gap > 1e-6).sum()) == 22
     plain = torch.cat([rotate(k[n : n + 1], [n]) for n in range(24)])
     assert torch.allclose(plain, rotate(k, range(24)), atol=1e-12)
+
+
+def test_ch6_the_fast_pair_comes_round_after_333_positions():
+    wrapped = [abs((r + math.pi) % (2 * math.pi) - math.pi) for r in range(1, 400)]  # theta_0 = 1
+    assert 1 + next(i for i, w in enumerate(wrapped) if w < 0.01) == 333
+    assert rope_inv_freq(8, dtype=f64)[0][0] == 1.0
+
+
+def test_ch7_ntk_keeps_the_fastest_pair_and_slows_the_slowest_by_s():
+    for d, s in ((128, 4.0), (64, 8.0), (16, 2.0)):
+        theta = rope_inv_freq(d, dtype=f64)[0]
+        ntk = rope_inv_freq(d, base=10000.0 * s ** (d / (d - 2)), dtype=f64)[0]
+        i = torch.arange(d // 2, dtype=f64)
+        assert torch.allclose(theta / ntk, s ** (2 * i / (d - 2)))
+        assert (theta / ntk)[0] == 1.0 and math.isclose((theta / ntk)[-1].item(), s)
+
+
+def test_ch7_yarn_leaves_21_pairs_and_divides_18_at_factor_16():
+    turns = [4096 * 10000 ** (-2 * i / 128) / (2 * math.pi) for i in range(64)]
+    assert sum(t > 32 for t in turns) == 21 and sum(t < 1 for t in turns) == 18
+    yarn = {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 4096}
+    ratio = rope_inv_freq(128, dtype=f64)[0] / rope_inv_freq(128, scaling=yarn, dtype=f64)[0]
+    assert int(torch.isclose(ratio, torch.ones(64, dtype=f64)).sum()) == 21
+    assert int(torch.isclose(ratio, torch.full((64,), 16.0, dtype=f64)).sum()) == 18
+
+
+def test_ch8_the_pass_through_channels_add_a_constant():
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 32, generator=gen, dtype=f64)
+    for m, n in ((0, 0), (9, 4), (4, 9), (1000, 7)):
+        cos, sin = rope_cos_sin(torch.tensor([m, n]), 8, dtype=f64)
+        whole = apply_rope(q, cos[0], sin[0]) @ apply_rope(k, cos[1], sin[1])
+        angle = (m - n) * rope_inv_freq(8, dtype=f64)[0]  # the rotated part, in complex form
+        zq, zk = torch.complex(q[:4], q[4:8]), torch.complex(k[:4], k[4:8])
+        rotated = (zq * zk.conj() * torch.exp(1j * angle)).real.sum()
+        assert torch.isclose(whole, rotated + q[8:] @ k[8:])
+
+
+def test_ch8_xpos_amplifies_a_key_ahead_by_one_over_zeta():
+    zeta = xpos_zeta(64)
+    assert math.isclose(zeta[0].item(), 0.4 / 1.4) and math.isclose(1 / zeta[0].item(), 3.5)
+
+
+def test_ch8_axial_rope_separates_raster_neighbours():
+    gen = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 32, generator=gen, dtype=f64)
+
+    def axial(qcell, kcell):
+        cos, sin = axial_cos_sin(torch.tensor([qcell, kcell], dtype=f64), 32, dtype=f64)
+        return apply_rope(q, cos[0], sin[0], layout="interleaved") @ apply_rope(k, cos[1], sin[1], layout="interleaved")
+
+    assert torch.isclose(axial([0, 0], [0, 1]), axial([3, 2], [3, 3]))
+    assert not torch.isclose(axial([0, 5], [1, 0]), axial([0, 0], [0, 1]))

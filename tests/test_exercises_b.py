@@ -1,4 +1,4 @@
-"""The exercises of chapters 7 to 11, their key answers checked again, by other routes where one exists.
+"""The exercises of chapters 9 to 13, their key answers checked again, by other routes where one exists.
 
 Each test names its chapter and exercise. The solutions in the chapters compute the
 answers one way; the tests here recompute them from the formulas or from the raw data,
@@ -54,10 +54,10 @@ def _claims():
     return yaml.safe_load(data_path("claims.yaml").read_text(encoding="utf-8"))
 
 
-# Chapter 7 ------------------------------------------------------------------------------------
+# Chapter 9 ------------------------------------------------------------------------------------
 
 
-def test_ch07_ex1_llama3_rule_keeps_15_ramps_3_and_slows_14_pairs():
+def test_ch09_ex1_llama3_rule_keeps_15_ramps_3_and_slows_14_pairs():
     layer = from_hf_config(LLAMA_32_1B)[0]
     assert (layer.head_dim, layer.rotary_dim, layer.base) == (64, 64, 500000.0)
     scaled, _ = rope_inv_freq(64, base=500000.0, scaling=layer.scaling)
@@ -73,7 +73,7 @@ def test_ch07_ex1_llama3_rule_keeps_15_ramps_3_and_slows_14_pairs():
     assert (kept, 32 - kept - full, full) == (15, 3, 14)
 
 
-def test_ch07_ex2_slowest_wavelength_and_smallest_base():
+def test_ch09_ex2_slowest_wavelength_and_smallest_base():
     inv, _ = rope_inv_freq(128, base=500000.0)
     wavelength = 2 * math.pi / inv
     assert 2.55e6 < wavelength.max().item() < 2.57e6
@@ -87,7 +87,7 @@ def test_ch07_ex2_slowest_wavelength_and_smallest_base():
     assert math.isclose(low, (131072 / (2 * math.pi)) ** (128 / 126), rel_tol=1e-9)
 
 
-def test_ch07_ex3_deepseek_mla_cache_per_token():
+def test_ch09_ex3_deepseek_mla_cache_per_token():
     entry = json.loads(data_path("model_configs.json").read_text())["DeepSeek-V3"]
     config = entry["config"]
     layer = from_hf_config(config)[0]
@@ -99,10 +99,10 @@ def test_ch07_ex3_deepseek_mla_cache_per_token():
     assert config["kv_lora_rank"] + config["num_attention_heads"] * 64 == 8704
 
 
-# Chapter 8 ------------------------------------------------------------------------------------
+# Chapter 10 ------------------------------------------------------------------------------------
 
 
-def test_ch08_ex1_table_of_8192_by_1024_is_32_mib_in_every_checkpoint():
+def test_ch10_ex1_table_of_8192_by_1024_is_32_mib_in_every_checkpoint():
     module = TutorialPositionalEncoding(1024, max_len=8192)
     buffer = io.BytesIO()
     torch.save(module.state_dict(), buffer)
@@ -110,7 +110,7 @@ def test_ch08_ex1_table_of_8192_by_1024_is_32_mib_in_every_checkpoint():
     assert module.to(torch.bfloat16).pe.untyped_storage().nbytes() == 16 * 2**20
 
 
-def test_ch08_ex2_batch_first_module_after_the_transpose_gives_pe_of_the_batch_index():
+def test_ch10_ex2_batch_first_module_after_the_transpose_gives_pe_of_the_batch_index():
     torch.manual_seed(0)
     emb = nn.Embedding(100, 16)
     pe = TutorialPositionalEncoding(16, max_len=64)
@@ -125,7 +125,7 @@ def test_ch08_ex2_batch_first_module_after_the_transpose_gives_pe_of_the_batch_i
         torch.testing.assert_close(fixed[b], table, atol=1e-6, rtol=0)
 
 
-def test_ch08_ex3_odd_width_table_and_its_lone_sine():
+def test_ch10_ex3_odd_width_table_and_its_lone_sine():
     d, n = 7, 64
     p = torch.arange(n, dtype=F64)[:, None]
     w = 10000.0 ** (-2 * torch.arange(4, dtype=F64) / d)
@@ -142,10 +142,10 @@ def test_ch08_ex3_odd_width_table_and_its_lone_sine():
     torch.testing.assert_close(dots - paired, lone, atol=1e-15, rtol=0)
 
 
-# Chapter 9 ------------------------------------------------------------------------------------
+# Chapter 11 ------------------------------------------------------------------------------------
 
 
-def test_ch09_ex1_sinusoidal_has_the_smallest_spread_and_t5_the_largest_on_shift_at_4x():
+def test_ch11_ex1_sinusoidal_has_the_smallest_spread_and_t5_the_largest_on_shift_at_4x():
     saved = load_experiments(data_path("experiments.json"))
     spread = {}
     for run in saved["runs"]:
@@ -161,7 +161,7 @@ def test_ch09_ex1_sinusoidal_has_the_smallest_spread_and_t5_the_largest_on_shift
     assert max(gaps, key=gaps.get) == "t5" and gaps["t5"] > 0.25
 
 
-def test_ch09_ex2_only_shaw_and_alibi_do_best_on_windows_longer_than_trained():
+def test_ch11_ex2_only_shaw_and_alibi_do_best_on_windows_longer_than_trained():
     text = load_text_results(data_path("text_lm.json"))
     lengths = [64 * m for m in text["config"]["multipliers"]]
     rows = text_summary(text)
@@ -181,7 +181,7 @@ def test_ch09_ex2_only_shaw_and_alibi_do_best_on_windows_longer_than_trained():
     }
 
 
-def test_ch09_ex3_interpolation_moves_a_two_back_head_to_2f_back():
+def test_ch11_ex3_interpolation_moves_a_two_back_head_to_2f_back():
     g = torch.Generator().manual_seed(0)
     z = torch.randn(1, 1, 1, 16, generator=g, dtype=F64)
     rope = make_position_scheme("rope", dim=64, num_heads=4, max_len=16)
@@ -202,7 +202,7 @@ def test_ch09_ex3_interpolation_moves_a_two_back_head_to_2f_back():
         torch.testing.assert_close(scores.flip(0), formula, atol=1e-9, rtol=0)
 
 
-# Chapter 10 -----------------------------------------------------------------------------------
+# Chapter 12 -----------------------------------------------------------------------------------
 
 
 def _eager_rope(q, k, cos, sin):
@@ -213,7 +213,7 @@ def _eager_rope(q, k, cos, sin):
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
-def test_ch10_ex1_eager_chain_moves_ten_times_q_and_k_plus_four_tables():
+def test_ch12_ex1_eager_chain_moves_ten_times_q_and_k_plus_four_tables():
     g = torch.Generator().manual_seed(1)
     for dtype, (b, hq, hkv, s, d) in ((torch.float16, (2, 3, 1, 5, 8)), (torch.float32, (1, 4, 2, 7, 16))):
         q = torch.randn(b, hq, s, d, generator=g).to(dtype)
@@ -230,14 +230,14 @@ def test_ch10_ex1_eager_chain_moves_ten_times_q_and_k_plus_four_tables():
     assert round(floor / 3.35e12 * 1e7) == 1002 and round(chain / 3.35e12 * 1e7) == 5033  # µs, one decimal
 
 
-def test_ch10_ex2_sinusoidal_add_stays_below_a_quarter_flop_per_byte():
+def test_ch12_ex2_sinusoidal_add_stays_below_a_quarter_flop_per_byte():
     for b in (1, 4, 64, 10_000):
         intensity = Fraction(b * 16384 * 4096, sinusoidal_add_bytes(b, 16384, 4096))
         assert intensity == Fraction(b, 4 * b + 2) < Fraction(1, 4)
     assert Fraction(67) / Fraction("3.35") / Fraction(1, 4) == 80
 
 
-def test_ch10_ex3_launches_decide_decoding_and_bytes_decide_long_sequences():
+def test_ch12_ex3_launches_decide_decoding_and_bytes_decide_long_sequences():
     def ratio(b, s):
         floor = rope_bytes(b, s, 32, 8, 128)
         eager = 10 * 5e-6 + 5 * floor / 3.35e12
@@ -250,10 +250,10 @@ def test_ch10_ex3_launches_decide_decoding_and_bytes_decide_long_sequences():
     assert (817 * per_token) / 3.35e12 < 5e-6 <= (818 * per_token) / 3.35e12
 
 
-# Chapter 11 -----------------------------------------------------------------------------------
+# Chapter 13 -----------------------------------------------------------------------------------
 
 
-def test_ch11_ex1_seed_003_has_the_largest_share_of_wrong_claims():
+def test_ch13_ex1_seed_003_has_the_largest_share_of_wrong_claims():
     claims = _claims()
     by_seed = Counter(c["seed"] for c in claims)
     wrong = Counter(c["seed"] for c in claims if c["verdict"] == "wrong")
@@ -263,7 +263,7 @@ def test_ch11_ex1_seed_003_has_the_largest_share_of_wrong_claims():
     assert max(by_seed, key=lambda s: wrong[s]) == "002"
 
 
-def test_ch11_ex2_claims_decided_by_the_experiment_findings_and_the_busiest_test():
+def test_ch13_ex2_claims_decided_by_the_experiment_findings_and_the_busiest_test():
     claims = _claims()
     findings = {c["id"]: c["verdict"] for c in claims if "test_experiment_findings.py::" in (c["test"] or "")}
     assert findings == {
@@ -283,7 +283,7 @@ def test_ch11_ex2_claims_decided_by_the_experiment_findings_and_the_busiest_test
     assert {c["verdict"] for c in busiest} == {"correct"}
 
 
-def test_ch11_ex3_attention_and_recurrence_flops_meet_at_n_equal_d():
+def test_ch13_ex3_attention_and_recurrence_flops_meet_at_n_equal_d():
     d = 16
     g = torch.Generator().manual_seed(0)
     w, u = torch.randn(2, d, d, generator=g)

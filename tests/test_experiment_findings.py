@@ -195,7 +195,7 @@ def test_no_encoding_beats_sinusoidal_on_shift_from_500_steps_and_trails_the_rel
         assert max(saved.final("shift", "none", 4)) < min(saved.final("shift", name, 4))
 
 
-# --- per-layer patterns (chapter 7): Llama 4's layers without positions, Gemma 3's local and global layers ---
+# --- per-layer patterns (chapter 9): Llama 4's layers without positions, Gemma 3's local and global layers ---
 
 
 def test_layer_patterns_change_nothing_on_the_synthetic_tasks():

@@ -187,7 +187,7 @@ def test_the_stretches_are_posencs_frequencies(bundles):
     data = embedded(bundles["rope-scaling"])
     assert data["methods"] == ["linear", "NTK-aware", "dynamic", "YaRN", "Llama 3"]
     theta, _ = rope_inv_freq(128)
-    assert data["slow"] == 46  # chapter 6: pairs 46..63 never turn once within 4096 positions
+    assert data["slow"] == 46  # chapter 7: pairs 46..63 never turn once within 4096 positions
     for f, s in enumerate(data["factors"]):
         linear, ntk, dynamic, yarn, llama3 = (rows[f] for rows in data["stretch"])
         assert linear == [s] * 64 and ntk[0] == yarn[0] == llama3[0] == dynamic[0] == 1

@@ -1,4 +1,4 @@
-"""scripts/gpu_record.py, the one command that records chapter 10's GPU timings: its kernel check
+"""scripts/gpu_record.py, the one command that records chapter 12's GPU timings: its kernel check
 runs here in Triton's interpreter (tests/conftest.py sets it), and fails when the kernel is wrong."""
 
 import sys

@@ -1,4 +1,4 @@
-"""The claims of chapter 7 (positions in today's models), asserted independently of the notebook.
+"""The claims of chapter 9 (positions in today's models), asserted independently of the notebook.
 
 The chapter reads the published ``config.json`` fields of fifteen models from
 ``posenc_book/data/model_configs.json``. Each test recomputes one of its claims from the

@@ -99,7 +99,7 @@ def test_no_assert_is_shown_outside_the_exercise_solutions(path):
 
 def test_the_sources_are_named_never_numbered_in_the_prose():
     """The introduction names the five source documents; the English prose never calls them
-    "seed NNN" (in chapter 9 a seed is a random seed)."""
+    "seed NNN" (in chapter 11 a seed is a random seed)."""
     pages = sorted((ROOT / "book" / "md_src").glob("*.md")) + sorted((ROOT / "book").glob("*.md"))
     for page in pages:
         prose = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)

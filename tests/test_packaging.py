@@ -107,7 +107,7 @@ def test_binder_and_colab_install_every_package_the_chapters_import():
     stdlib = set(sys.stdlib_module_names)
     # import name -> distribution name, where they differ
     dist = {"yaml": "pyyaml", "rotary_embedding_torch": "rotary-embedding-torch", "IPython": "ipython"}
-    optional = {"triton"}  # chapter 10 runs without it and says what it skips
+    optional = {"triton"}  # chapter 12 runs without it and says what it skips
     provided = {"posenc", "posenc_book", "torch"} | (names["book"] & {dist.get(m, m) for m in imported})
     # IPython comes with every Jupyter kernel (Colab's and Binder's included)
     missing = {m for m in imported - stdlib - optional - {"IPython"} if dist.get(m, m) not in provided}

@@ -1,4 +1,4 @@
-"""The formulas chapters 5 and 6 print for T5's buckets and RoPE's long-context scalings,
+"""The formulas chapters 5 and 7 print for T5's buckets and RoPE's long-context scalings,
 written out by hand, equal what posenc computes."""
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ ACCEPTED = {
     "shaw": "'max_relative_position'",
     "t5": "'max_distance', 'num_buckets'",
     "alibi": "no options",
-    "rope": "'base', 'layout'",
+    "rope": "'base', 'layout', 'scaling'",
     "rope_pi": "'base', 'factor', 'layout'",
 }
 
@@ -289,7 +289,7 @@ def test_every_option_listed_as_accepted_is_taken():
         "shaw": {"max_relative_position": 3},
         "t5": {"max_distance": 64, "num_buckets": 16},
         "alibi": {},
-        "rope": {"base": 500.0, "layout": "interleaved"},
+        "rope": {"base": 500.0, "layout": "interleaved", "scaling": {"rope_type": "linear", "factor": 2.0}},
         "rope_pi": {"base": 500.0, "factor": 2.0, "layout": "interleaved"},
     }
     for name, options in valid.items():

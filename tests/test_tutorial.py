@@ -1,4 +1,4 @@
-"""The tutorial pattern of chapter 8 against posenc: each pitfall the chapter shows, asserted again."""
+"""The tutorial pattern of chapter 10 against posenc: each pitfall the chapter shows, asserted again."""
 
 from __future__ import annotations
 

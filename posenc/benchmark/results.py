@@ -53,7 +53,7 @@ def load_results(directory="data", pattern: str = "gpu_*.json") -> list[dict]:
     """Read recorded result files, oldest first.
 
     Args:
-        directory: Folder to search (chapter 10 passes the book's recorded
+        directory: Folder to search (chapter 12 passes the book's recorded
             data, ``posenc_book/data``).
         pattern: Glob pattern of the files, by default the GPU runs.
 

@@ -11,7 +11,7 @@
   ``TinyTransformer(config)``.
 * :mod:`~posenc.experiments.train`: deterministic training and accuracy.
 * :mod:`~posenc.experiments.extrapolation`: the length extrapolation
-  experiments of chapter 9.
+  experiments of chapter 11.
 * :mod:`~posenc.experiments.results`: their JSON documents, read and summarised.
 * :mod:`~posenc.experiments.runner`: many runs at once, in worker processes.
 * :mod:`~posenc.experiments.corpus` and :mod:`~posenc.experiments.text`: the
@@ -25,6 +25,15 @@ from .cli import main
 from .corpus import OTHER, VOCAB, VOCAB_SIZE, TextCorpus, TextTask, decode_text, encode_text, stdlib_corpus
 from .extrapolation import ALL_SCHEMES, DEFAULT_OUT, ExperimentConfig, build_task, run_experiments, train_and_evaluate
 from .layered import IRopeScheme, LocalGlobalScheme
+from .long_context import (
+    SCALING_METHODS,
+    SCALING_SCHEMA,
+    ScalingConfig,
+    load_scaling_results,
+    run_scaling_experiment,
+    scaling_options,
+    scaling_summary,
+)
 from .model import TinyAttention, TinyBlock, TinyConfig, TinyTransformer
 from .registry import (
     COMMON_KEYWORDS,
@@ -63,6 +72,8 @@ __all__ = [
     "DEFAULT_OUT",
     "IGNORE",
     "OTHER",
+    "SCALING_METHODS",
+    "SCALING_SCHEMA",
     "SCHEDULES",
     "SCHEMA",
     "TASKS",
@@ -80,6 +91,7 @@ __all__ = [
     "ReverseTask",
     "RopePIScheme",
     "RopeScheme",
+    "ScalingConfig",
     "SchemeFactory",
     "ShawScheme",
     "ShiftTask",
@@ -103,6 +115,7 @@ __all__ = [
     "evaluate_text",
     "experiment_summary",
     "load_experiments",
+    "load_scaling_results",
     "load_text_results",
     "main",
     "make_position_scheme",
@@ -110,7 +123,10 @@ __all__ = [
     "position_schemes",
     "register_position_scheme",
     "run_experiments",
+    "run_scaling_experiment",
     "run_text_experiment",
+    "scaling_options",
+    "scaling_summary",
     "stdlib_corpus",
     "text_summary",
     "tiny_accuracy",

@@ -10,7 +10,9 @@ trains one tiny Transformer per position scheme, task and seed, evaluates it
 at multiples of the training length, shows a progress bar on stderr (tqdm)
 and writes the results with their configuration, versions and date as JSON.
 ``python -m posenc.experiments text [options]`` runs the real-text
-experiment instead (:mod:`posenc.experiments.text`; ``text --help``).
+experiment instead (:mod:`posenc.experiments.text`; ``text --help``), and
+``python -m posenc.experiments scaling [options]`` the long-context scaling one
+(:mod:`posenc.experiments.long_context`; ``scaling --help``).
 ``--help`` lists the options; their defaults are those of
 :class:`posenc.ExperimentConfig`, except ``--out``, ``experiments.json`` in the
 current directory. ``python -m posenc.experiments`` runs :func:`main`
@@ -37,6 +39,7 @@ from pathlib import Path
 
 from .._checks import check_output_file, check_positive_int
 from .extrapolation import DEFAULT_OUT, ExperimentConfig, run_experiments
+from .long_context import ScalingConfig, run_scaling_experiment
 from .results import is_partial_file, save_document
 from .tasks import TASKS
 from .text import TextConfig, run_text_experiment
@@ -174,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["text"]:
         return _text_main(argv[1:])
+    if argv[:1] == ["scaling"]:
+        return _scaling_main(argv[1:])
     parser = _parser()
     args = vars(parser.parse_args(argv))
     out, quiet, jobs, force = args.pop("out"), args.pop("quiet"), args.pop("jobs"), args.pop("force")
@@ -219,6 +224,40 @@ def _text_main(argv: list[str]) -> int:
     except ValueError as err:
         parser.error(str(err))
     return _run_and_save(run_text_experiment, config, out, quiet=quiet, jobs=jobs)
+
+
+def _scaling_main(argv: list[str]) -> int:
+    """``python -m posenc.experiments scaling``: as :func:`main`, for :func:`run_scaling_experiment`."""
+    defaults = ScalingConfig()
+    parser = argparse.ArgumentParser(
+        prog="python -m posenc.experiments scaling",
+        description="Train a RoPE character-level language model per seed; read it at 2, 4 and 8 times its "
+        "training length with no scaling, linear, NTK-aware, dynamic NTK and YaRN; fine-tune some briefly; write JSON.",
+    )
+    text_options = ("seeds", "steps", "checkpoints", "train_chars", "eval_chars")
+    for name in text_options:
+        default = getattr(defaults.text, name)
+        nargs = "+" if isinstance(default, tuple) else None
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", nargs=nargs, type=int, default=default, help=f"default: {default}"
+        )
+    for name in ("multipliers", "finetune_steps", "finetune_checkpoints", "finetune_multiplier"):
+        default = getattr(defaults, name)
+        nargs = "+" if isinstance(default, tuple) else None
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", nargs=nargs, type=int, default=default, help=f"default: {default}"
+        )
+    _add_run_options(parser, Path("scaling_text_lm.json"))
+    args = vars(parser.parse_args(argv))
+    out, quiet, jobs, force = args.pop("out"), args.pop("quiet"), args.pop("jobs"), args.pop("force")
+    try:
+        text = dataclasses.replace(defaults.text, **{k: args.pop(k) for k in text_options})
+        config = ScalingConfig(text=text, **args)
+        check_positive_int("jobs", jobs)
+        check_output_file(out, force=force, replaceable=False, hint=f", such as {out / 'scaling_text_lm.json'}")
+    except ValueError as err:
+        parser.error(str(err))
+    return _run_and_save(run_scaling_experiment, config, out, quiet=quiet, jobs=jobs)
 
 
 def _run_and_save(run, config, out: Path, *, quiet: bool, jobs: int) -> int:

@@ -20,6 +20,7 @@ and ignore the ``offset`` the hooks receive (RoPE up to rounding).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 
@@ -217,11 +218,24 @@ class RopeScheme(PositionScheme):
         num_heads: Number of heads.
         base: Frequency base (``rope_theta``).
         layout: ``"half"`` or ``"interleaved"``.
+        scaling: ``None`` or a ``rope_parameters``-style dict (``{"rope_type":
+            "yarn", "factor": 4.0, "original_max_position_embeddings": 64}``,
+            see :func:`posenc.rope_inv_freq`), applied at every length. The
+            scheme holds no weights, so a model trained without scaling
+            becomes the scaled one by loading its weights.
     """
 
-    def __init__(self, *, dim: int, num_heads: int, base: float = 10000.0, layout: str = "half") -> None:
+    def __init__(
+        self,
+        *,
+        dim: int,
+        num_heads: int,
+        base: float = 10000.0,
+        layout: str = "half",
+        scaling: Mapping | None = None,
+    ) -> None:
         super().__init__()
-        self.rotary = RotaryEmbedding(check_heads(dim, num_heads), base=base, layout=layout)
+        self.rotary = RotaryEmbedding(check_heads(dim, num_heads), base=base, layout=layout, scaling=scaling)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """``q`` and ``k`` ``[b, h, s, head_dim]`` rotated by the positions ``offset .. offset + s - 1``."""

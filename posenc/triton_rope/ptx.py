@@ -1,4 +1,4 @@
-"""What the compiler makes of the kernels: PTX for an NVIDIA GPU, built without one (chapter 10)."""
+"""What the compiler makes of the kernels: PTX for an NVIDIA GPU, built without one (chapter 12)."""
 
 from __future__ import annotations
 

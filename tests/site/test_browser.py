@@ -26,7 +26,7 @@ SHOTS = ROOT / "_build" / "screenshots"
 FULL_PAGE = os.environ.get("POSENC_SCREENSHOTS") == "full"
 PAGES = toc_files()
 ZH_PAGES = [f"{edition}/{name}" for edition in ("zh-hans", "zh-hant") for name in PAGES]
-# In a Chinese page, what is the English page's HTML: code, outputs (but chapter 11's ledger,
+# In a Chinese page, what is the English page's HTML: code, outputs (but chapter 13's ledger,
 # printed in the edition's language), the API documentation and the bad-input tables.
 SAME_AS_ENGLISH = [
     "div.cell_input div.highlight",
@@ -287,7 +287,7 @@ SEARCHES = [
     ("zh-hans/", "正弦位置编码", "02_sinusoidal"),
     ("zh-hant/", "旋轉位置編碼", "06_rope"),
     ("zh-hant/", "位置編碼", "01_motivation"),
-    ("zh-hans/", "外推", "09_experiments"),  # inside 长度外推
+    ("zh-hans/", "外推", "11_experiments"),  # inside 长度外推
     ("zh-hant/", "旋轉", "06_rope"),  # inside 旋轉位置編碼
 ]
 
