@@ -58,7 +58,7 @@ def plot_rope_times(result: dict, ax=None, *, batch: int = 1):
         ylabel="median time per call (µs)",
         title=f"RoPE on q and k, batch {batch}, {result['dtype']}",
     )
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     return ax
 
 
@@ -87,7 +87,7 @@ def plot_copy_fraction(result: dict, ax=None):
         _bar_ticks(ax, names, width, len(batches))
         ax.axvline(0.85, color="k", ls="--", lw=1, label="85% of copy")
         ax.set(title=f"fraction of copy bandwidth, sequence length {longest}")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     ax.set(xlabel="achieved GB/s / copy GB/s")
     return ax
 
@@ -117,7 +117,7 @@ def plot_decode(result: dict, ax=None):
         ax.barh(ys, device_us, height=width * 0.5, label=f"batch {b}: device time (events)")
     _bar_ticks(ax, names, width, len(batches))
     ax.set(xlabel="µs per call", title="decode: one token")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     return ax
 
 

@@ -1,5 +1,7 @@
 """posenc_book's small helpers: the diagonal spread, cosine similarities, escaping."""
 
+import math
+
 import pytest
 import torch
 from hypothesis import given
@@ -73,3 +75,35 @@ def test_tables_are_markdown_with_escaped_cells_and_aligned_numbers():
         table_markdown(["a", "b"], [[1, 2], [3]])
     with pytest.raises(ValueError, match="align must be 2 letters from l, r and c"):
         table_markdown(["a", "b"], [[1, 2]], align="lx")
+
+
+def test_a_figure_on_a_phone_keeps_8_points_at_9_pixels(tmp_path):
+    """book/_ext/page_style.py: the width at which 8 points of a PNG are 9 CSS pixels, from the
+    resolution matplotlib records; and each output figure of a page is wrapped once."""
+    import importlib.util
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from chapters import ROOT
+
+    spec = importlib.util.spec_from_file_location("page_style", ROOT / "book" / "_ext" / "page_style.py")
+    style = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(style)
+    images = tmp_path / "_images"
+    images.mkdir()
+    fig = plt.figure(figsize=(7.0, 3.4))
+    fig.savefig(images / "ab12.png", dpi=110)
+    plt.close(fig)
+    width = style.phone_width(images / "ab12.png")
+    assert width == math.ceil(770 * 9 / (8 * 110 / 72))  # 567 of 770 pixels
+    assert 8 * 110 / 72 * width / 770 >= 9  # 8 points, shown at that width, are 9 pixels
+    page = tmp_path / "book" / "page.html"
+    page.parent.mkdir()
+    html = '<p><img alt="a plot" src="../_images/ab12.png" /></p><img src="../_static/logo.png">'
+    wrapped = style.with_phone_widths(html, page)
+    assert wrapped == (
+        f'<p><span class="phone-scroll"><img style="--phone-width: {width}px" alt="a plot" '
+        'src="../_images/ab12.png" /></span></p><img src="../_static/logo.png">'
+    )

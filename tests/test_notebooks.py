@@ -115,6 +115,32 @@ def _text_outputs(cell):
             yield out.get("data", {}).get("text/plain", "")
 
 
+# Figure text: 8 points or more, so that a phone shows it at 9 CSS pixels or more
+# (book/_ext/page_style.py gives every figure the width at which 8 points are 9 pixels).
+SMALL_TEXT = re.compile(
+    r"\b(?:fontsize|size|labelsize|titlesize)\s*=\s*(?:([0-7](?:\.\d+)?)\b|[\"'](?:x-small|xx-small)[\"'])"
+)
+
+
+def _plotting_sources():
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                yield path.stem, cell.source
+    for path in sorted((ROOT / "posenc_book").glob("*.py")):
+        yield path.name, path.read_text(encoding="utf-8")
+
+
+def test_no_figure_text_is_set_below_8_points():
+    small = [(where, m.group(0)) for where, source in _plotting_sources() for m in SMALL_TEXT.finditer(source)]
+    assert not small, f"figure text below 8 points: {small}"
+    from posenc_book.style import BOOK_STYLE
+
+    assert min(v for k, v in BOOK_STYLE.items() if k.endswith("size") and isinstance(v, (int, float))) >= 8
+    assert SMALL_TEXT.search("ax.legend(fontsize=7)") and SMALL_TEXT.search("ax.text(0, 0, 's', size='x-small')")
+    assert not SMALL_TEXT.search("ax.legend(fontsize=8)") and not SMALL_TEXT.search("figsize=(7, 3)")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_code_and_output_fit_the_column(path):
     nb = nbformat.read(path, as_version=4)

@@ -8,11 +8,19 @@ passes axe-core's checks (tests/site/test_browser.py):
   deprecated and that a ``role="list"`` may not hold; entries become ``listitem``.
 - The primary sidebar holds the book's title outside any landmark; the sidebar becomes a
   ``complementary`` landmark named "Book contents".
+
+One addition, for phones: every figure a cell draws (a PNG) gets the width at which its
+smallest text, 8 points by the book's rule (tests/test_notebooks.py), is 9 CSS pixels:
+``--phone-width``, from the image's size and resolution. Where the column is narrower,
+the figure keeps that width and scrolls sideways inside its own box (static/posenc.css),
+so that a phone shows its text at a readable size instead of shrinking it to 4 pixels.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
+import re
 import shutil
 from pathlib import Path
 
@@ -25,6 +33,36 @@ REPAIRS = (
         ' role="complementary" aria-label="Book contents">',
     ),
 )
+
+
+#: The smallest text a figure may hold, in points, and the smallest size it may be shown at, in CSS pixels.
+FIGURE_MIN_POINTS, READABLE_PX = 8, 9
+OUTPUT_IMAGE = re.compile(r'<img (alt="[^"]*" )?src="([^"]*_images/[0-9a-f]+\.png)"')
+
+
+def phone_width(png: Path) -> int:
+    """CSS pixels at which the smallest text of ``png`` (8 pt at the resolution it records) is 9 px."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        dpi = image.info.get("dpi", (96, 96))[0]
+        width = image.width
+    return min(width, math.ceil(width * READABLE_PX / (FIGURE_MIN_POINTS * dpi / 72)))
+
+
+def with_phone_widths(html: str, page: Path) -> str:
+    """Each output figure of ``page`` wrapped in a box that scrolls, with its ``--phone-width``."""
+
+    def wrap(match: re.Match) -> str:
+        png = (page.parent / match.group(2)).resolve()
+        if not png.exists():
+            return match.group(0)
+        style = f'style="--phone-width: {phone_width(png)}px" '
+        return f'<span class="phone-scroll"><img {style}{match.group(1) or ""}src="{match.group(2)}"'
+
+    html = OUTPUT_IMAGE.sub(wrap, html)
+    # close each box after its image
+    return re.sub(r'(<span class="phone-scroll"><img [^>]*>)', r"\1</span>", html)
 
 
 def _no_type_docstrings(_app, what, _name, obj, *rest) -> None:
@@ -57,6 +95,8 @@ def _repair_pages(app, exc) -> None:
     for page in Path(app.outdir).rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         fixed = repair(text)
+        if "phone-scroll" not in fixed:
+            fixed = with_phone_widths(fixed, page)
         if fixed != text:
             page.write_text(fixed, encoding="utf-8")
 

@@ -64,7 +64,7 @@ class ScalingConfig:
             which the zero-shot methods are evaluated too).
         multipliers: Target lengths, as multiples of the trained length, > 1.
         dynamic_factor: The ``factor`` of dynamic NTK scaling (its slope, not a target).
-        finetune_methods: Methods fine-tuned, a subset of :data:`SCALING_METHODS`.
+        finetune_methods: Methods fine-tuned, a subset of :data:`~posenc.experiments.SCALING_METHODS`.
         finetune_multiplier: The fine-tuning length as a multiple of the trained one.
         finetune_steps: Fine-tuning steps per method and seed.
         finetune_checkpoints: Fine-tuning steps at which to evaluate too, ascending, < ``finetune_steps``.
@@ -132,7 +132,7 @@ def scaling_options(
         ``{"base": ..., "scaling": ...}`` for :class:`~posenc.experiments.RopeScheme`.
 
     Raises:
-        ValueError: If ``method`` is not one of :data:`SCALING_METHODS` or ``factor`` is below 1.
+        ValueError: If ``method`` is not one of :data:`~posenc.experiments.SCALING_METHODS` or ``factor`` is below 1.
     """
     check_choice("method", method, SCALING_METHODS)
     check_positive_number("factor", factor)
@@ -294,7 +294,7 @@ def load_scaling_results(path) -> dict:
     """Read a document written by :func:`run_scaling_experiment` (``python -m posenc.experiments scaling``).
 
     Raises:
-        ValueError: If the file is not JSON of schema :data:`SCALING_SCHEMA`, or a run lacks a key.
+        ValueError: If the file is not JSON of schema :data:`~posenc.experiments.SCALING_SCHEMA`, or a run lacks a key.
         FileNotFoundError: If there is no file at ``path``.
     """
     path, document = read_document(
@@ -316,7 +316,7 @@ def scaling_summary(document: dict, step: int | None = None) -> dict:
     evaluation length over the trained length.
 
     Raises:
-        ValueError: If ``document`` is not a results document of :data:`SCALING_SCHEMA`,
+        ValueError: If ``document`` is not a results document of :data:`~posenc.experiments.SCALING_SCHEMA`,
             or ``step`` is not a training checkpoint of every run.
     """
     if not isinstance(document, dict) or document.get("schema") != SCALING_SCHEMA or "runs" not in document:

@@ -83,6 +83,22 @@ OVERFLOW_JS = """(phone) => {
 }"""
 
 
+# Figures at 390 px: each drawn figure (a PNG output) is at least its --phone-width wide, the
+# width at which its smallest text, 8 points by tests/test_notebooks.py, is 9 CSS pixels
+# (book/_ext/page_style.py). Figures in closed toggles are not displayed and are skipped.
+SMALL_FIGURES_JS = """() => {
+  const out = [];
+  for (const img of document.querySelectorAll('article img')) {
+    if (!/_images\\/[0-9a-f]+\\.png$/.test(img.src) || !img.offsetParent) continue;
+    const want = parseFloat(getComputedStyle(img).getPropertyValue('--phone-width'));
+    const shown = img.getBoundingClientRect().width;
+    if (!want) out.push(`no --phone-width: ${img.src.slice(-16)}`);
+    else if (shown + 0.5 < want) out.push(`${img.src.slice(-16)}: ${shown} px < ${want} px`);
+  }
+  return out;
+}"""
+
+
 # axe-core, the engine the PyData theme runs in its own CI, from the wheel that ships it.
 AXE_JS = Path(axe_playwright_python.__file__).parent / "axe.min.js"
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
@@ -207,13 +223,16 @@ def check_render(visit: Visit, shot: Path) -> None:
 @pytest.mark.parametrize("name", PAGES, ids=[p.rsplit("/", 1)[-1] for p in PAGES])
 def test_page_renders_offline_accessibly_and_fits_a_phone(browser, name):
     """Rendered at 1280 px, then narrowed to 390 px in the same visit: at 390 px the page never
-    scrolls sideways and code wraps; wide tables and formulas scroll inside their own box."""
+    scrolls sideways and code wraps; wide tables, formulas and figures scroll inside their own
+    box, figures at a width that keeps their text at 9 px or more."""
     visit = Visit(browser, url_of(name))
     check_render(visit, SHOTS / f"{name.rsplit('/', 1)[-1]}.png")
     check_accessibility(visit.page, name)
     visit.page.set_viewport_size({"width": 390, "height": 900})
     overflow = visit.page.evaluate(OVERFLOW_JS, True)
     assert not overflow, f"{len(overflow)} overflow(s) at 390 px: {overflow[:5]}"
+    small = visit.page.evaluate(SMALL_FIGURES_JS)
+    assert not small, f"figures whose text is under 9 px at 390 px: {small[:5]}"
     (SHOTS / "phone").mkdir(exist_ok=True)
     visit.page.screenshot(path=str(SHOTS / "phone" / f"{name.rsplit('/', 1)[-1]}.png"), full_page=FULL_PAGE)
     visit.page.close()
@@ -234,6 +253,8 @@ def test_chinese_page_renders_offline_accessibly_and_fits_a_phone(browser, name)
     visit.page.set_viewport_size({"width": 390, "height": 900})
     overflow = visit.page.evaluate(OVERFLOW_JS, True)
     assert not overflow, f"{len(overflow)} overflow(s) at 390 px: {overflow[:5]}"
+    small = visit.page.evaluate(SMALL_FIGURES_JS)
+    assert not small, f"figures whose text is under 9 px at 390 px: {small[:5]}"
     phone = SHOTS / edition / "phone" / f"{name.rsplit('/', 1)[-1]}.png"
     phone.parent.mkdir(parents=True, exist_ok=True)
     visit.page.screenshot(path=str(phone), full_page=FULL_PAGE)
