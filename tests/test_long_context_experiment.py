@@ -187,3 +187,6 @@ def test_fine_tuned_findings(seed):
         assert bits("yarn", step, 4) < bits("none", step, 4) < bits("linear", step, 4)  # PI loses to the control
         assert bits("linear", step, 1) > bits("none", step, 1)  # and pays at short inputs
     assert bits("none", 200, 8) < min(bits("yarn", 200, 8), bits("linear", 200, 8))
+    pi_at_4 = next(e for e in run["zero_shot"][-1]["evaluations"]["linear"] if e["multiplier"] == 4)
+    lost = pi_at_4["bits_per_char"] - base
+    assert (lost - (bits("linear", 200, 4) - base)) / lost > 0.9  # fine-tuned PI wins back 9/10

@@ -57,6 +57,21 @@ def test_every_toc_entry_has_a_page(page):
     assert page.exists(), f"{page.relative_to(ROOT)} was not built"
 
 
+# A Markdown table left as text: its separator row, "|:--|--:|" or "|---|---|", outside code.
+RAW_TABLE = re.compile(r"\|\s*:?[-–]{1,}:?\s*\|")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_tables_are_tables_not_pipes(page):
+    """Every table a page or a cell shows is an HTML table: no Markdown table source, its
+    pipes and separator row, is left in the page's text."""
+    html = page.read_text(encoding="utf-8")
+    html = re.sub(r"<(pre|code|script|style)\b.*?</\1>", "", html, flags=re.S)
+    text = re.sub(r"<[^>]+>", " ", html)
+    raw = RAW_TABLE.findall(text)
+    assert not raw, f"{page.name}: Markdown table source shown as text: {raw[:3]}"
+
+
 @pytest.mark.parametrize("page", PAGES, ids=IDS)
 def test_no_script_or_style_from_a_cdn(page):
     r = refs(page)
