@@ -104,6 +104,6 @@ def test_a_figure_on_a_phone_keeps_8_points_at_9_pixels(tmp_path):
     html = '<p><img alt="a plot" src="../_images/ab12.png" /></p><img src="../_static/logo.png">'
     wrapped = style.with_phone_widths(html, page)
     assert wrapped == (
-        f'<p><span class="phone-scroll"><img style="--phone-width: {width}px" alt="a plot" '
+        f'<p><span class="phone-scroll wide"><img style="--phone-width: {width}px" alt="a plot" '
         'src="../_images/ab12.png" /></span></p><img src="../_static/logo.png">'
     )

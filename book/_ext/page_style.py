@@ -37,6 +37,8 @@ REPAIRS = (
 
 #: The smallest text a figure may hold, in points, and the smallest size it may be shown at, in CSS pixels.
 FIGURE_MIN_POINTS, READABLE_PX = 8, 9
+#: The article column of a 390 px phone, in CSS pixels: a figure kept wider scrolls, and says so.
+PHONE_COLUMN = 360
 OUTPUT_IMAGE = re.compile(r'<img (alt="[^"]*" )?src="([^"]*_images/[0-9a-f]+\.png)"')
 
 
@@ -57,12 +59,14 @@ def with_phone_widths(html: str, page: Path) -> str:
         png = (page.parent / match.group(2)).resolve()
         if not png.exists():
             return match.group(0)
-        style = f'style="--phone-width: {phone_width(png)}px" '
-        return f'<span class="phone-scroll"><img {style}{match.group(1) or ""}src="{match.group(2)}"'
+        width = phone_width(png)
+        wide = " wide" if width > PHONE_COLUMN else ""  # wider than a phone's column: a hint to swipe
+        style = f'style="--phone-width: {width}px" '
+        return f'<span class="phone-scroll{wide}"><img {style}{match.group(1) or ""}src="{match.group(2)}"'
 
     html = OUTPUT_IMAGE.sub(wrap, html)
     # close each box after its image
-    return re.sub(r'(<span class="phone-scroll"><img [^>]*>)', r"\1</span>", html)
+    return re.sub(r'(<span class="phone-scroll(?: wide)?"><img [^>]*>)', r"\1</span>", html)
 
 
 def _no_type_docstrings(_app, what, _name, obj, *rest) -> None:
