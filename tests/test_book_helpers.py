@@ -107,3 +107,4 @@ def test_a_figure_on_a_phone_keeps_8_points_at_9_pixels(tmp_path):
         f'<p><span class="phone-scroll wide"><img style="--phone-width: {width}px" alt="a plot" '
         'src="../_images/ab12.png" /></span></p><img src="../_static/logo.png">'
     )
+    assert style.with_phone_widths(wrapped, page) == wrapped  # a second build wraps nothing twice

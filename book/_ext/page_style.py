@@ -64,6 +64,10 @@ def with_phone_widths(html: str, page: Path) -> str:
         style = f'style="--phone-width: {width}px" '
         return f'<span class="phone-scroll{wide}"><img {style}{match.group(1) or ""}src="{match.group(2)}"'
 
+    # a page an earlier build already wrapped (Sphinx rewrites only changed pages): unwrap first
+    html = re.sub(
+        r'<span class="phone-scroll(?: wide)?"><img style="--phone-width: \d+px" ([^>]*>)</span>', r"<img \1", html
+    )
     html = OUTPUT_IMAGE.sub(wrap, html)
     # close each box after its image
     return re.sub(r'(<span class="phone-scroll(?: wide)?"><img [^>]*>)', r"\1</span>", html)
@@ -99,8 +103,7 @@ def _repair_pages(app, exc) -> None:
     for page in Path(app.outdir).rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         fixed = repair(text)
-        if "phone-scroll" not in fixed:
-            fixed = with_phone_widths(fixed, page)
+        fixed = with_phone_widths(fixed, page)
         if fixed != text:
             page.write_text(fixed, encoding="utf-8")
 
