@@ -30,7 +30,11 @@ TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download
 # chapter of every edition runs once, each cell under all three.
 # (one folder per clone, so that two clones can run their tests side by side)
 ELSEWHERE ?= $(or $(TMPDIR),/tmp)/posenc-elsewhere-$(firstword $(shell printf %s '$(CURDIR)' | cksum))
-NBVAL := -m pytest -q -n 2 --dist loadfile --nbval --nbval-sanitize-with
+# Two workers take whole notebooks in the order given (--no-loadscope-reorder), the slowest
+# first (the longest-processing-time rule), so that neither waits long on the other's last one.
+NBVAL := -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --nbval --nbval-sanitize-with
+SLOW_FIRST := 10_pytorch 12_gpu_timing 11_experiments 05_relative 04_learned 09_models
+slow_first = $(foreach s,$(SLOW_FIRST),$(filter %$(s).ipynb,$(1))) $(filter-out $(foreach s,$(SLOW_FIRST),%$(s).ipynb),$(1))
 NBVAL_LAX := -m pytest -q --nbval-lax -p no:cacheprovider --rootdir .
 # The order in which `make test` runs the chapters under the three kernel sets.
 NBVAL_RUNS := nbval nbval-cpus nbval-elsewhere
@@ -115,11 +119,11 @@ unit: $(VENV)/.test
 	$(call own_caches,$(CACHES)/unit) $(PY) -m pytest -q -n 2 tests --ignore=tests/site
 
 nbval: $(VENV)/.test
-	$(call own_caches,$(CACHES)/nbval) $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(CHAPTERS)
+	$(call own_caches,$(CACHES)/nbval) $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(CHAPTERS))
 
 # The same comparison with the kernels ATen picks on an AVX2 machine.
 nbval-cpus: $(VENV)/.test
-	$(call own_caches,$(CACHES)/nbval-cpus) ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(HANT)
+	$(call own_caches,$(CACHES)/nbval-cpus) ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(HANT))
 
 # Every chapter (Simplified edition) copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
@@ -132,7 +136,7 @@ nbval-elsewhere: $(VENV)/.test
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
 	$(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
 	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
-	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(notdir $(HANS))
+	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(call slow_first,$(notdir $(HANS)))
 	$(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
 	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
 	  $(abspath $(PY)) $(NBVAL_LAX) zh-hans/$(NO_TRITON_CHAPTER)
@@ -142,7 +146,7 @@ index: $(VENV)/.test
 	$(PY) scripts/check_index.py
 
 site: $(VENV)/.test
-	$(PY) -m pytest -q -n 2 tests/site
+	$(PY) -m pytest -q -n 2 --dist worksteal tests/site
 
 # The tests build the site from scratch: no page, figure or search entry left over from an
 # earlier build (`make book` alone rebuilds only what changed).
