@@ -6,7 +6,7 @@ with ``theta_i = base ** (-2i / d)``. Read each pair as a complex number
 ``z_i``: the rotation is ``z_i -> z_i * exp(1j * m * theta_i)``. A rotation is
 orthogonal, so norms are kept, and the rotations of a query at ``m`` and a key
 at ``n`` combine into one rotation by ``(n - m) * theta_i``: the score
-``<R_m q, R_n k>`` depends on the positions only through ``m - n``.
+``<R_m q, R_n k>`` depends on the positions only through ``n - m``.
 
 Two channel layouts of the pairs are in use, holding the same numbers in a
 different order:

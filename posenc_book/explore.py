@@ -108,7 +108,7 @@ ROPE_JS = r"""
 function arrow(c,x0,y0,x1,y1,col,dash){const a=Math.atan2(y1-y0,x1-x0);poly(c,[[x0,y0],[x1,y1]],col,dash,3);
   c.fillStyle=col;c.beginPath();c.moveTo(x1,y1);c.lineTo(x1-12*Math.cos(a-.4),y1-12*Math.sin(a-.4));
   c.lineTo(x1-12*Math.cos(a+.4),y1-12*Math.sin(a+.4));c.fill()}
-function draw(c,w,h,s){const m=s[0],n=s[1],o=m-n,q=D.q[m],k=D.k[n],dot=D.dots[m][n],wide=w>=560;
+function draw(c,w,h,s){const m=s[0],n=s[1],o=n-m,q=D.q[m],k=D.k[n],dot=D.dots[m][n],wide=w>=560;
   const side=wide?Math.min(h,w*.42):Math.min(w,300),R=side/2-40,cx=wide?side/2+4:w/2,cy=side/2,u=R/D.norm;
   c.strokeStyle=GRID;c.lineWidth=1;seg(c,cx-R-12,cy,cx+R+12,cy);seg(c,cx,cy-R-12,cx,cy+R+12);
   c.beginPath();c.arc(cx,cy,R,0,2*Math.PI);c.stroke();  // the labels of nearly parallel arrows move apart
@@ -117,12 +117,12 @@ function draw(c,w,h,s){const m=s[0],n=s[1],o=m-n,q=D.q[m],k=D.k[n],dot=D.dots[m]
   arrow(c,cx,cy,cx+v[0]*u,cy-v[1]*u,COL[i],DASH[i]);const r=R+14+28*Math.abs(C),tx=cx+r*C,ty=cy-r*Math.sin(a)+(i?-g:g);
   txt(c,l,Math.max(40,Math.min(w-40,tx)),ty,'center','middle',COL[i])});
   const b=wide?[side+90,28,w-side-108,h-28-48]:[58,side+26,w-76,h-side-26-48];
-  const A=axes(c,b,[-D.max-1,D.max+1],[-D.norm,D.norm],'m \u2212 n','q\u00b7k',
+  const A=axes(c,b,[-D.max-1,D.max+1],[-D.norm,D.norm],'offset n \u2212 m','q\u00b7k',
     'q\u00b7k of all '+(D.max+1)**2+' pairs (m, n)');
-  c.fillStyle='#888';D.dots.forEach((r,i)=>r.forEach((v,j)=>{c.beginPath();c.arc(A.sx(i-j),A.sy(v),3,0,7);c.fill()}));
+  c.fillStyle='#888';D.dots.forEach((r,i)=>r.forEach((v,j)=>{c.beginPath();c.arc(A.sx(j-i),A.sy(v),3,0,7);c.fill()}));
   c.fillStyle=COL[1];c.beginPath();c.arc(A.sx(o),A.sy(dot),7,0,7);c.fill();
-  return 'q at m = '+m+', k at n = '+n+', m \u2212 n = '+M(o)+': q\u00b7k = '+M(dot)
-    +'; every pair of positions with m \u2212 n = '+M(o)+' gives the same score'}
+  return 'q at m = '+m+', k at n = '+n+', n \u2212 m = '+M(o)+': q\u00b7k = '+M(dot)
+    +'; every pair of positions with n \u2212 m = '+M(o)+' gives the same score'}
 """
 
 SCALE_JS = r"""
@@ -280,15 +280,15 @@ def _plot_rotation(fig, qs, ks, dots, mn: tuple[int, int]) -> None:
         ax0.annotate("", xy=v, xytext=(0, 0), arrowprops=style)
         ax0.text(v[0] * 1.2, v[1] * 1.2, label, color=COLORS[i], ha="center", va="center")
     ax0.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="channel 0", ylabel="channel 1")
-    ax1.scatter([i - j for i in range(len(dots)) for j in range(len(dots))], sum(dots, []), s=10, color="#888")
-    ax1.scatter([m - n], [dots[m][n]], s=80, color=COLORS[1], zorder=3)
-    ax1.set(xlabel="m − n", ylabel="q·k", title=f"q·k of all {len(dots) ** 2} pairs (m, n)")
+    ax1.scatter([j - i for i in range(len(dots)) for j in range(len(dots))], sum(dots, []), s=10, color="#888")
+    ax1.scatter([n - m], [dots[m][n]], s=80, color=COLORS[1], zorder=3)
+    ax1.set(xlabel="offset n − m", ylabel="q·k", title=f"q·k of all {len(dots) ** 2} pairs (m, n)")
 
 
 def rope_rotation_explorer(
     q=(0.8, 0.75), k=(-0.6, -0.65), *, theta=1.0, max_position=15, m=1, n=3, name="rope-rotation"
 ):
-    """One 2-D pair: ``q`` at position ``m`` and ``k`` at ``n``, rotated by :func:`posenc.apply_rope`; q·k per m − n."""
+    """One 2-D pair: ``q`` at position ``m`` and ``k`` at ``n``, rotated by :func:`posenc.apply_rope`; q·k per n − m."""
     positions = torch.arange(max_position + 1, dtype=F64)
     cos, sin = rope_cos_sin(positions * theta, 2, layout="interleaved", dtype=F64)  # d = 2: theta_0 = 1, angle p*theta
     qk = torch.tensor([q, k], dtype=F64)[:, None].expand(2, len(positions), 2)  # [2, positions, 2]
@@ -299,10 +299,11 @@ def rope_rotation_explorer(
     plain = f"<explorable: RoPE rotation of one 2-D pair, q at m and k at n in 0..{max_position}, theta {theta:g} rad>"
     alt = (
         f"Left: the query q at position {m} and the key k at position {n} drawn as arrows from the origin, each "
-        f"turned by its position times {theta:g} radian. Right: q·k against m − n for every pair of positions "
-        f"from 0 to {max_position}; the pairs fall on one point per offset, here {dots[m][n]} at m − n = {m - n}."
+        f"turned by its position times {theta:g} radian. Right: q·k against the offset n − m for every pair of "
+        f"positions from 0 to {max_position}; the pairs fall on one point per offset, "
+        f"here {dots[m][n]} at n − m = {n - m}."
     )
-    caption = "Move either slider: the arrows turn, but q·k changes only when m − n does."
+    caption = "Move either slider: the arrows turn, but q·k changes only when n − m does."
     steps = tuple(str(p) for p in range(max_position + 1))
     sliders = [Slider("m", "Query position m", steps, m), Slider("n", "Key position n", steps, n)]
     png = static_png(_plot_rotation, sig4(qs), sig4(ks), dots, (m, n))

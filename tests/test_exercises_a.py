@@ -269,10 +269,10 @@ def test_ch6_score_for_one_pair():
     for m, n in [(7, 2), (0, 0), (2, 7), (19, 3)]:
         cos, sin = rope_cos_sin(torch.tensor([m, n]), 2, dtype=f64)
         score = apply_rope(q, cos[0], sin[0]) @ apply_rope(k, cos[1], sin[1])
-        # complex form: Re(z_q conj(z_k) e^{i (m - n)})
-        by_complex = (complex(3, 4) * complex(1, -2).conjugate() * complex(math.cos(m - n), math.sin(m - n))).real
+        # complex form, with the book's offset n - m (key minus query): Re(conj(z_q) z_k e^{i (n - m)})
+        by_complex = (complex(3, 4).conjugate() * complex(1, -2) * complex(math.cos(n - m), math.sin(n - m))).real
         assert abs(score.item() - by_complex) < 1e-12
-    angle = math.atan2(4, 3) - math.atan2(-2, 1) + 5
+    angle = math.atan2(-2, 1) - math.atan2(4, 3) - 5  # phi_k - phi_q + (n - m), m = 7, n = 2
     assert round(5 * math.sqrt(5) * math.cos(angle), 4) == 8.1709
 
 
@@ -346,9 +346,9 @@ def test_ch8_the_pass_through_channels_add_a_constant():
     for m, n in ((0, 0), (9, 4), (4, 9), (1000, 7)):
         cos, sin = rope_cos_sin(torch.tensor([m, n]), 8, dtype=f64)
         whole = apply_rope(q, cos[0], sin[0]) @ apply_rope(k, cos[1], sin[1])
-        angle = (m - n) * rope_inv_freq(8, dtype=f64)[0]  # the rotated part, in complex form
+        angle = (n - m) * rope_inv_freq(8, dtype=f64)[0]  # the rotated part, in complex form
         zq, zk = torch.complex(q[:4], q[4:8]), torch.complex(k[:4], k[4:8])
-        rotated = (zq * zk.conj() * torch.exp(1j * angle)).real.sum()
+        rotated = (zq.conj() * zk * torch.exp(1j * angle)).real.sum()
         assert torch.isclose(whole, rotated + q[8:] @ k[8:])
 
 

@@ -169,7 +169,7 @@ def test_the_heatmap_is_posencs_table(bundles):
         assert close(lam[-1], 2 * math.pi * base ** (30 / 32))
 
 
-def test_the_arrows_are_posencs_rotation_and_the_score_sees_only_m_minus_n(bundles):
+def test_the_arrows_are_posencs_rotation_and_the_score_sees_only_the_offset(bundles):
     data = embedded(bundles["rope-rotation"])
     q, k = complex(0.8, 0.75), complex(-0.6, -0.65)
     for p in range(16):
@@ -179,7 +179,8 @@ def test_the_arrows_are_posencs_rotation_and_the_score_sees_only_m_minus_n(bundl
     for m in range(16):
         for n in range(16):
             assert data["dots"][m][n] == data["dots"][m - n if m >= n else 0][0 if m >= n else n - m]
-            assert close(data["dots"][m][n], (q * k.conjugate() * complex(math.cos(m - n), math.sin(m - n))).real)
+            offset = n - m  # key minus query
+            assert close(data["dots"][m][n], (q.conjugate() * k * complex(math.cos(offset), math.sin(offset))).real)
     assert data["dots"][1][3] == 0.4663  # chapter 6: q at m = 1, k at n = 3
 
 

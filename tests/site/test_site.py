@@ -312,3 +312,61 @@ def test_checks_run_but_the_page_does_not_show_them(page):
     assert str(asserts) in notes[0] and str(cells) in notes[0]
     assert f"/blob/main/{source.as_posix()}" in notes[0] and "/tree/main/tests" in notes[0]
     assert html.rfind('class="checked-note"') > html.rfind("cell_input")  # after the last cell shown
+
+
+class ReadingText(HTMLParser):
+    """The text of a page's article that a reader sees without opening anything: prose,
+    visible code and outputs. Folds (code shown on request, exercise solutions), formulas'
+    TeX source, scripts and styles are left out."""
+
+    SKIP = {"script", "style", "details"}
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[bool] = []  # per open element: is its text left out?
+        self.in_article = 0
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        skip = tag in self.SKIP or "math" in classes or (bool(self.stack) and self.stack[-1])
+        self.stack.append(skip)
+        self.in_article += tag == "article"
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID or not self.stack:
+            return
+        self.stack.pop()
+        self.in_article -= tag == "article"
+
+    def handle_data(self, data):
+        if self.in_article and not (self.stack and self.stack[-1]):
+            self.parts.append(data)
+
+
+# A word: letters and digits, joined by apostrophes, dots, hyphens or underscores
+# ("don't", "torch.arange", "rope_cos_sin", "1.5"); "=", "|" or "#" alone are not words.
+WORD = re.compile(r"\w+(?:[.'’-]\w+)*")
+
+
+def reading_words(page: Path) -> int:
+    parser = ReadingText()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return len(WORD.findall(" ".join(parser.parts)))
+
+
+ENGLISH_CHAPTERS = [p for p in CHAPTER_PAGES if p.parent == HTML / "book"]
+WORD_LIMIT = 7000
+
+
+@pytest.mark.parametrize("page", ENGLISH_CHAPTERS, ids=[p.stem for p in ENGLISH_CHAPTERS])
+def test_no_chapter_is_longer_than_a_sitting(page):
+    """At most 7,000 words a reader sees on a chapter's page (prose, visible code and its
+    outputs; not the folds), except chapter 13, the ledger, which is looked up, not read."""
+    words = reading_words(page)
+    assert words > 1000, f"{page.name}: {words} words: the counter missed the article"
+    if page.stem != "13_claims":
+        assert words <= WORD_LIMIT, f"{page.name}: {words} words on the page (at most {WORD_LIMIT:,})"
