@@ -6,7 +6,14 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # --no-compile: modules are byte-compiled when first imported, not all at install (saves
-# about 280 MB of .pyc files for the thousands of modules the book never imports)
+# about 280 MB of .pyc files for the thousands of modules the book never imports).
+# That needs Python to write what it compiles. Some machines, CI images among them, set
+# PYTHONDONTWRITEBYTECODE; then each of the hundreds of processes `make test` starts (a
+# kernel per chapter and edition, test workers, builds) compiles torch, transformers and
+# Sphinx from source again: 1.5 s more for `import torch` alone. Bytecode does not depend on
+# the CPU, and Python checks it against its source, so it is written here whatever the
+# environment says (an empty value is off).
+export PYTHONDONTWRITEBYTECODE :=
 PIP    := $(PY) -m pip --disable-pip-version-check
 INSTALL := $(PIP) install --no-compile
 HTML   := _build/html

@@ -272,3 +272,15 @@ def test_no_build_artefacts_are_tracked():
     tracked = proc.stdout.splitlines()
     stray = [p for p in tracked if p.split("/")[0] in {"build", "dist", "_build", ".venv"} or ".egg-info/" in p]
     assert not stray, f"build output committed: {stray[:5]}"
+
+
+def test_make_lets_python_write_bytecode_whatever_the_environment_says():
+    """The venv is installed without .pyc files (--no-compile), so Python must write them on
+    first import; with PYTHONDONTWRITEBYTECODE set (CI images set it) every process of
+    `make test` would compile torch and Sphinx from source again."""
+    probe = "probe-bytecode: ; @$(PYTHON) -c 'import sys; print(sys.flags.dont_write_bytecode)'"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    command = ["make", "--no-print-directory", "-C", str(ROOT), f"PYTHON={sys.executable}", "--eval", probe]
+    done = subprocess.run([*command, "probe-bytecode"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
