@@ -138,6 +138,24 @@ def check_float_tensor(name: str, tensor: object) -> torch.Tensor:
     return tensor
 
 
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (a flag read by truthiness would take "no" as true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r:.80}")
+    return value
+
+
+def check_input_dtype(name: str, x: object, weight: torch.Tensor) -> torch.Tensor:
+    """Return ``x`` if it is a floating-point tensor of the layer's dtype (that of ``weight``)."""
+    check_float_tensor(name, x)
+    if x.dtype != weight.dtype:  # type: ignore[union-attr]
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the layer's weights are {weight.dtype}: "  # type: ignore[union-attr]
+            f"convert one of them, layer.to({x.dtype}) or {name}.to({weight.dtype})"  # type: ignore[union-attr]
+        )
+    return x  # type: ignore[return-value]
+
+
 def check_real(name: str, tensor: torch.Tensor) -> torch.Tensor:
     """Return ``tensor`` unless it holds booleans or complex numbers (positions, angles)."""
     if tensor.dtype.is_complex or tensor.dtype == torch.bool:
@@ -215,7 +233,11 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offs
         return None
     if offset != 0:
         raise ValueError(f"pass either positions or offset, not both; got offset={offset} with positions")
-    positions = check_real("positions", as_positions(positions).to(q.device))
+    positions = as_positions(positions)
+    if positions.is_meta != q.is_meta:  # a meta tensor has no values to copy, and q's values have no meta place
+        where = f"positions are on {positions.device} but q on {q.device}"
+        raise ValueError(f"{where}: put both on the meta device or neither")
+    positions = check_real("positions", positions.to(q.device))
     if positions.dim() not in (1, 2) or positions.shape[-1] != seq_len:
         raise ValueError(
             f"positions must have shape [{seq_len}] or [batch, {seq_len}] (seq_len = q.shape[-2]), "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_float_dtype, check_float_tensor, check_positive_int
+from ._checks import check_bool, check_choice, check_float_dtype, check_float_tensor, check_positive_int
 from .alignment import ALIGNMENTS, aligned_relative_positions
 
 #: How :func:`alibi_slopes` evaluates the paper's geometric sequence.
@@ -206,9 +206,11 @@ def alibi_bias(
         ValueError: If ``num_heads`` or a length is not an int >= 1, ``offset``
             is negative or not 1-D, ``slopes`` has the wrong shape or name, or
             the batch sizes of ``offset`` and ``slopes`` differ.
-        TypeError: If ``dtype``, ``slopes`` or ``offset`` has the wrong type.
+        TypeError: If ``dtype``, ``slopes`` or ``offset`` has the wrong type, or ``causal``
+            is not a bool.
     """
     check_float_dtype("dtype", dtype)
+    check_bool("causal", causal)
     if device is None:
         device = next((t.device for t in (slopes, offset) if isinstance(t, torch.Tensor)), None)
     m = _resolve_slopes(num_heads, slopes, device)  # [h] or [b, h]
@@ -244,6 +246,7 @@ class ALiBiBias(nn.Module):
     Raises:
         ValueError: If ``num_heads`` is not an int >= 1, or ``slopes`` or
             ``align`` is not one of the above.
+        TypeError: If ``causal`` or ``learnable`` is not a bool.
     """
 
     slopes: torch.Tensor
@@ -259,7 +262,7 @@ class ALiBiBias(nn.Module):
     ) -> None:
         super().__init__()
         self.num_heads = check_positive_int("num_heads", num_heads)
-        self.causal, self.learnable = causal, learnable
+        self.causal, self.learnable = check_bool("causal", causal), check_bool("learnable", learnable)
         self.align = check_choice("align", align, ALIGNMENTS)
         if isinstance(slopes, torch.Tensor):
             if slopes.dim() != 1:

@@ -43,6 +43,8 @@ def _check_offsets(offset: torch.Tensor) -> torch.Tensor | int:
         raise ValueError(
             f"offset must be an int or a 1-D tensor [batch] with batch >= 1, got shape {tuple(offset.shape)}"
         )
+    if offset.is_meta:
+        raise ValueError("offset is on the meta device, which holds no values to check; pass it on a real device")
     low = int(offset.min())
     if low < 0:
         index = int(torch.argmin(offset.reshape(-1)))

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_float_tensor, check_heads
+from ._checks import check_float_tensor, check_heads, check_input_dtype
 
 
 def _shape_error(name: str, got, want: str) -> ValueError:
@@ -71,7 +71,9 @@ def scaled_dot_product_attention(
 
     Vaswani et al. 2017, equation (1). The softmax runs in float32 (or float64
     for float64 inputs) and the results are cast back to ``q``'s dtype. A
-    query whose every key is masked gets NaN weights and output, as in torch.
+    query whose every key is masked gets NaN weights and output (0 / 0);
+    torch's ``scaled_dot_product_attention``, which returns no weights, gives
+    such a query an output of zeros instead.
 
     Args:
         q: Queries ``[..., q_len, d]``.
@@ -154,9 +156,11 @@ class MultiHeadSelfAttention(nn.Module):
 
         Raises:
             ValueError: If ``x`` is not ``[b, s, dim]``.
+            TypeError: If ``x`` is not of the layer's dtype.
         """
         if x.dim() != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape [batch, seq_len, {self.dim}], got {tuple(x.shape)}")
+        check_input_dtype("x", x, self.qkv.weight)
         b, s, _ = x.shape
         qkv = self.qkv(x).view(b, s, 3, self.num_heads, self.head_dim)  # [b, s, 3, h, dh]
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x [b, h, s, dh]

@@ -73,7 +73,7 @@ def check_attention_inputs(q, k, position_ids, *, num_heads: int | None = None, 
 def _integer_positions(positions: torch.Tensor, layer: str) -> torch.Tensor:
     if positions.is_floating_point():
         raise ValueError(f"position_ids must be integers for {layer}, got dtype {positions.dtype}")
-    return positions
+    return positions.long()  # differences of uint8 or int16 positions would wrap
 
 
 class HFLayer:

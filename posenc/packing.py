@@ -43,6 +43,9 @@ __all__ = [
     "sequence_ids_from_cu_seqlens",
 ]
 
+#: The largest offset FlashAttention's ``int32`` ``cu_seqlens`` can hold.
+INT32_MAX = 2**31 - 1
+
 
 def _integer_tensor(name: str, value) -> torch.Tensor:
     """``value`` as a tensor of integers, or a ``TypeError`` naming ``name`` and the dtype it has."""
@@ -107,15 +110,19 @@ def cu_seqlens_from_seqlens(seqlens, *, device=None) -> torch.Tensor:
 
     Raises:
         TypeError: If ``seqlens`` does not hold integers.
-        ValueError: If it is not 1-D or holds a negative length.
+        ValueError: If it is not 1-D, holds a negative length, or the lengths add
+            up to more than int32 holds (2**31 - 1).
     """
     lengths = _integer_tensor("seqlens", seqlens)
     if lengths.dim() != 1:
         raise ValueError(f"seqlens must be 1-D [n], got shape {tuple(lengths.shape)}")
     if lengths.numel() and int(lengths.min()) < 0:
         raise ValueError(f"seqlens must be >= 0, got {lengths.tolist()}")
+    total = torch.cumsum(lengths.to(torch.int64), 0)  # [n], summed where it cannot wrap
+    if total.numel() and int(total[-1]) > INT32_MAX:
+        raise ValueError(f"seqlens must add up to at most {INT32_MAX} (int32 cu_seqlens), got {int(total[-1])}")
     zero = torch.zeros(1, dtype=torch.int32, device=lengths.device)
-    return torch.cat([zero, torch.cumsum(lengths, 0, dtype=torch.int32)]).to(device or lengths.device)  # [n + 1]
+    return torch.cat([zero, total.to(torch.int32)]).to(device or lengths.device)  # [n + 1]
 
 
 def max_seqlen_from_cu_seqlens(cu_seqlens) -> int:

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_choice, check_even_dim, check_real
+from ._checks import as_positions, check_choice, check_even_dim, check_float_dtype, check_real
 from .layout import SINUSOIDAL_LAYOUTS
 from .sinusoidal import sinusoidal_frequencies
 
 
 def _real_tensor(name: str, value, dtype: torch.dtype) -> torch.Tensor:
-    tensor = torch.as_tensor(value)
-    check_real(name, tensor)
-    if not isinstance(value, torch.Tensor):
-        tensor = torch.as_tensor(value, dtype=dtype)  # Python floats straight to dtype, not via float32
+    """``value`` (a number, nested lists of them, or a tensor) as a ``dtype`` tensor; a clear
+    ``TypeError`` naming ``name`` for anything else (``None``, a string)."""
+    if isinstance(value, (str, bytes)):  # torch.as_tensor reads a string as a dtype name
+        raise TypeError(f"{name} must be a number or a tensor of them, got {value!r:.80}")
+    tensor = check_real(name, as_positions(value, name))  # Python floats straight to float64
     return tensor.to(dtype)
 
 
@@ -70,9 +71,12 @@ def sinusoidal_offset_matrix(
     Raises:
         ValueError: If ``dim`` is not a positive even int, ``base`` is not > 1,
             ``layout`` is unknown or ``k`` is complex or boolean.
+        TypeError: If ``k`` is not a number or a tensor (``None``, a string), or
+            ``dtype`` is not a floating-point dtype.
     """
     check_even_dim("dim", dim)
     check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
+    check_float_dtype("dtype", dtype)  # a rotation in integers would be all zeros
     k = _real_tensor("k", k, torch.float64)
     inv_freq = sinusoidal_frequencies(dim, base=base, device=k.device)  # [d/2]
     angles = k.unsqueeze(-1) * inv_freq  # [*k, d/2]
@@ -106,6 +110,7 @@ def sinusoidal_dot_product(offset, dim: int, *, base: float = 10000.0) -> torch.
     Raises:
         ValueError: If ``dim`` is not a positive even int, ``base`` is not > 1
             or ``offset`` is complex or boolean.
+        TypeError: If ``offset`` is not a number or a tensor (``None``, a string).
     """
     check_even_dim("dim", dim)
     offset = _real_tensor("offset", offset, torch.float64)

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import _checks
 from ._checks import check_choice, check_float_tensor, check_heads, check_nonnegative_int, check_positive_int
 from .attention import scaled_dot_product_attention
 
@@ -274,11 +275,10 @@ def relative_values(weights: torch.Tensor, rel_emb: torch.Tensor, *, method: str
 
 
 def _project(module: nn.Module, x: torch.Tensor, memory: torch.Tensor | None):
-    """Check ``x`` and ``memory``, then project queries from ``x``, keys and values from both.
-
-    Returns ``(q [b, h, s, dh], k [b, h, t, dh], v [b, h, t, dh])`` with ``t = m + s``.
-    """
+    """Check ``x`` and ``memory``; ``q [b, h, s, dh]`` from ``x``, ``k, v [b, h, m + s, dh]`` from both."""
     dim = module.dim
+    _checks.check_input_dtype("x", x, module.q.weight)
+    _checks.check_input_dtype("memory", x if memory is None else memory, module.q.weight)
     if x.dim() != 3 or x.shape[-1] != dim or x.shape[1] < 1:
         raise ValueError(f"x must have shape [batch, seq_len >= 1, {dim}], got {tuple(x.shape)}")
     if memory is not None and (memory.dim() != 3 or memory.shape[0] != x.shape[0] or memory.shape[-1] != dim):

@@ -161,8 +161,9 @@ class RotaryEmbedding(nn.Module):
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32):
         """``(cos, sin)`` for ``positions``, each ``[*positions.shape, rotary_dim]``, from the cache when possible."""
         exact = dtype == torch.float64 or self.dynamic or positions.is_floating_point()
-        # Traced or compiled: computed, since choosing the cache reads the positions' values (a graph break)
-        traced = torch.jit.is_tracing() or torch.compiler.is_compiling()
+        # Traced or compiled: computed, since choosing the cache reads the positions' values (a graph break);
+        # on the meta device there are no values to read, only shapes, as from rope_cos_sin
+        traced = torch.jit.is_tracing() or torch.compiler.is_compiling() or positions.is_meta
         if exact or traced or positions.numel() == 0:
             return self._table(positions, torch.float64 if dtype == torch.float64 else torch.float32)
         low, high = positions.aminmax()

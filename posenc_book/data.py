@@ -25,3 +25,16 @@ def data_path(name: str) -> Path:
 def recorded(pattern: str) -> list[Path]:
     """The data files whose names match the glob ``pattern`` (``"gpu_rope_*.json"``), sorted."""
     return sorted(DATA.glob(pattern))
+
+
+def bad_input_namespace() -> dict:
+    """What a call of the bad-input catalogue (``bad_inputs.yaml``) can see: ``torch``, the
+    library's public names (``posenc.__all__``) and the experiments' (``posenc.experiments.__all__``)."""
+    import torch
+
+    import posenc
+    from posenc import experiments
+
+    names = {name: getattr(posenc, name) for name in posenc.__all__}
+    names.update({name: getattr(experiments, name) for name in experiments.__all__})
+    return {"torch": torch, **names}

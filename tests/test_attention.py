@@ -128,3 +128,18 @@ def test_integer_bias_and_grouped_heads_get_clear_errors():
         scaled_dot_product_attention(q, k, k)
     with pytest.raises(TypeError, match=r"bias must be a floating-point tensor .* got dtype torch.int64"):
         scaled_dot_product_attention(q, q, q, bias=torch.zeros(3, 3, dtype=torch.long))
+
+
+def test_a_query_that_sees_no_key_gets_nan_here_and_zeros_in_torch():
+    """What the docstring says, both halves: posenc returns the softmax as computed, 0 / 0 for a
+    query whose every key is masked; torch's scaled_dot_product_attention returns zeros there."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 1, 2, 4, 8, generator=gen)
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    mask[1] = False  # query 1 may see nothing
+    out, weights = scaled_dot_product_attention(q, k, v, bias=mask)
+    assert out[..., 1, :].isnan().all() and weights[..., 1, :].isnan().all()
+    assert not out[..., [0, 2, 3], :].isnan().any()
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert theirs[..., 1, :].eq(0).all()
+    assert torch.allclose(theirs[..., [0, 2, 3], :], out[..., [0, 2, 3], :], atol=1e-6)

@@ -17,17 +17,9 @@ import yaml
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from posenc import (
-    from_hf_config,
-    load_experiments,
-    load_text_results,
-    make_position_scheme,
-    rope_inv_freq,
-    scaled_dot_product_attention,
-    sinusoidal_table,
-    text_summary,
-)
+from posenc import from_hf_config, rope_inv_freq, scaled_dot_product_attention, sinusoidal_table
 from posenc.benchmark import count_traffic, rope_bytes, sinusoidal_add_bytes
+from posenc.experiments import load_experiments, load_text_results, make_position_scheme, text_summary
 from posenc_book import data_path
 from posenc_book.tutorial import TutorialPositionalEncoding
 

@@ -9,7 +9,7 @@ The chapter defines the same two and asserts the same statements.
 import pytest
 from chapters import ROOT
 
-from posenc import ExperimentConfig, load_experiments
+from posenc.experiments import ExperimentConfig, load_experiments
 
 DATA = ROOT / "posenc_book" / "data"
 ENCODINGS = ["sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "rope_pi"]
@@ -126,7 +126,7 @@ def test_nobody_reaches_the_lookup_ceiling_and_shaw_comes_closest(saved):
 
 @pytest.fixture(scope="module")
 def text():
-    from posenc import load_text_results, text_summary
+    from posenc.experiments import load_text_results, text_summary
 
     document = load_text_results(DATA / "text_lm.json")
     steps = [*document["config"]["checkpoints"], document["config"]["steps"]]
@@ -212,7 +212,7 @@ def test_layer_patterns_change_nothing_on_the_synthetic_tasks():
 
 
 def test_local_and_global_layers_extrapolate_on_text_and_nope_layers_do_not():
-    from posenc import load_text_results, text_summary
+    from posenc.experiments import load_text_results, text_summary
 
     document = load_text_results(DATA / "layered_text_lm.json")
     config = document["config"]

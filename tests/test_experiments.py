@@ -8,18 +8,22 @@ import sys
 import pytest
 from chapters import ROOT
 
-from posenc import (
+from posenc.experiments import (
+    ALL_SCHEMES,
+    DEFAULT_OUT,
+    SCHEMA,
     ExperimentConfig,
     ShiftTask,
     TinyConfig,
     TinyTransformer,
+    build_task,
     experiment_summary,
     load_experiments,
+    main,
     run_experiments,
     train_and_evaluate,
     train_tiny,
 )
-from posenc.experiments import ALL_SCHEMES, DEFAULT_OUT, SCHEMA, build_task, main
 
 #: A configuration that trains in well under a second per run.
 TINY = dict(

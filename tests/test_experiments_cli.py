@@ -14,8 +14,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc import ExperimentConfig, TinyConfig, TinyTransformer, experiment_summary, load_experiments, train_tiny
-from posenc.experiments import SCHEMA, ReverseTask, extrapolation, main, runner
+from posenc.experiments import (
+    SCHEMA,
+    ExperimentConfig,
+    ReverseTask,
+    TinyConfig,
+    TinyTransformer,
+    experiment_summary,
+    extrapolation,
+    load_experiments,
+    main,
+    runner,
+    train_tiny,
+)
 
 TINY = ["--steps", "2", "--dim", "8", "--num-heads", "2", "--num-layers", "1", "--batch-size", "4"]
 TINY += ["--train-length", "4", "--multipliers", "1", "2", "--num-examples", "8", "--tasks", "shift", "--quiet"]

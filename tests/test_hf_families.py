@@ -21,7 +21,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import alibi_bias
+from posenc import alibi_bias, from_hf_config
 from posenc.hf_families import build_alibi, build_deepseek, build_llama4, build_t5
 
 transformers = pytest.importorskip("transformers")
@@ -337,3 +337,17 @@ def test_bad_input_names_the_argument():
         build_alibi({"model_type": "bloom"})
     with pytest.raises(TypeError, match="cfg must be a dict"):
         build_t5("t5")
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_narrow_integer_positions_give_the_int64_bias(dtype):
+    """A T5 or ALiBi layer subtracts key and query positions; in uint8 a past key would wrap to a
+    large positive offset (every one in bucket 0), so the layers subtract in int64."""
+    t5 = from_hf_config({"model_type": "t5", "num_heads": 1, "d_kv": 4, "num_layers": 1})[0]
+    t5.bias_module.embedding.weight.data = torch.arange(32.0)[:, None]
+    alibi = from_hf_config({"model_type": "bloom", "n_head": 2, "hidden_size": 8, "n_layer": 1})[0]
+    for layer, heads in ((t5, 1), (alibi, 2)):
+        q = k = torch.zeros(1, heads, 4, 4)
+        expected = layer.scores(q, k, torch.arange(4))
+        assert torch.equal(layer.scores(q, k, torch.arange(4, dtype=dtype)), expected)
+    assert t5.scores(q[:, :1], k[:, :1], torch.arange(4))[0, 0, 3].tolist() == [3.0, 2.0, 1.0, 0.0]

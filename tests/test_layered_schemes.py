@@ -3,17 +3,19 @@
 import pytest
 import torch
 
-from posenc import (
+from posenc import apply_rope, rope_cos_sin, scaled_dot_product_attention
+from posenc.experiments import (
+    ALL_SCHEMES,
+    IRopeScheme,
+    LocalGlobalScheme,
+    NoPositions,
+    RopeScheme,
     ShiftTask,
     TinyConfig,
     TinyTransformer,
-    apply_rope,
     make_position_scheme,
-    rope_cos_sin,
-    scaled_dot_product_attention,
     train_tiny,
 )
-from posenc.experiments import ALL_SCHEMES, IRopeScheme, LocalGlobalScheme, NoPositions, RopeScheme
 from posenc.experiments.layered import SlidingWindowRopeScheme, sliding_window_bias
 
 LAYERED = ["irope", "local_global"]

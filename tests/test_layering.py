@@ -1,6 +1,7 @@
 """The package's layers import in one direction only, read from the import statements.
 
     posenc_book  ──► posenc (anything)                  never the reverse
+    posenc (the root, the public face) ──► encodings     no posenc module imports the root
     posenc.benchmark ──► encodings, posenc.triton_rope
     posenc.experiments ──► encodings                     (benchmark and experiments never import each other)
     encodings ──► _checks, layout, each other            (rotary ··► triton_rope, lazily, inside functions)
@@ -21,7 +22,7 @@ from chapters import ROOT
 
 PACKAGES = ("posenc", "posenc_book")
 APPARATUS = ("posenc.benchmark", "posenc.experiments", "posenc.triton_rope")
-LOW = ("posenc._checks", "posenc.layout")
+LOW = ("posenc._checks", "posenc._version", "posenc.layout")
 
 
 def module_name(path: Path) -> str:
@@ -52,15 +53,20 @@ def imports(path: Path) -> list[tuple[str, bool]]:
             else:
                 target = node.module
             found.append((target, id(node) in top))
-            # `from . import x` names submodules
+            # `from . import x`: x is a submodule (then that is what is imported) or a name of the package
             if not node.module:
-                found += [(f"{target}.{alias.name}", id(node) in top) for alias in node.names]
+                submodules = [f"{target}.{alias.name}" for alias in node.names]
+                if all(name in modules() for name in submodules):
+                    found.pop()
+                found += [(name, id(node) in top) for name in submodules if name in modules()]
     return found
 
 
 def layer(module: str) -> str:
     if module.startswith("posenc_book"):
         return "book"
+    if module == "posenc":
+        return "face"
     for apparatus in APPARATUS:
         if module == apparatus or module.startswith(apparatus + "."):
             return apparatus
@@ -79,13 +85,14 @@ ALLOWED = {
     "posenc.triton_rope": {"low"},
     "posenc.benchmark": {"low", "encodings", "posenc.triton_rope"},
     "posenc.experiments": {"low", "encodings"},
-    "book": {"low", "encodings", "posenc.triton_rope", "posenc.benchmark", "posenc.experiments", "book"},
+    "face": {"low", "encodings"},
+    "book": {"face", "low", "encodings", "posenc.triton_rope", "posenc.benchmark", "posenc.experiments", "book"},
 }
 
 
 def test_the_package_has_the_layers_named_here():
     found = {layer(m) for m in modules()}
-    assert {"low", "encodings", "book"} <= found
+    assert {"face", "low", "encodings", "book"} <= found
     assert "outside" not in found
 
 
@@ -96,8 +103,6 @@ def test_imports_point_down_the_layers(module):
     for target, top_level in imports(path):
         if not target.startswith(PACKAGES):
             continue
-        if target == "posenc" and own == "book" or module == "posenc":
-            continue  # the public API, and the package root that re-exports it
         wanted = layer(target)
         if module in ("posenc.rotary", "posenc.rotary_embedding") and wanted == "posenc.triton_rope":
             assert not top_level, "rotary reaches the Triton kernel lazily, inside the functions that use it"
@@ -105,6 +110,29 @@ def test_imports_point_down_the_layers(module):
         if own == wanted:
             continue
         assert wanted in ALLOWED[own], f"{module} ({own}) imports {target} ({wanted})"
+
+
+def test_the_root_exports_the_library_only():
+    """``posenc`` re-exports the encodings and the model-config reader; the experiments and the
+    benchmark are imported by name. Their old names on the root still work, with a warning."""
+    code = (
+        "import sys, warnings, posenc; "
+        "print(sorted(m for m in sys.modules if m.startswith(('posenc.experiments', 'posenc.benchmark')))); "
+        "print(sorted({getattr(posenc, n).__module__.split('.')[1] for n in posenc.__all__ "
+        "if hasattr(getattr(posenc, n), '__module__')}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    loaded, homes = (ast.literal_eval(line) for line in proc.stdout.splitlines())
+    assert loaded == [], f"importing posenc loaded the apparatus: {loaded}"
+    assert not set(homes) & {"experiments", "benchmark", "triton_rope"}, homes
+    import posenc
+    from posenc import experiments
+
+    with pytest.warns(DeprecationWarning, match="posenc.experiments.TinyTransformer"):
+        assert posenc.TinyTransformer is experiments.TinyTransformer
+    with pytest.raises(AttributeError, match="no_such_name"):
+        posenc.no_such_name  # noqa: B018
 
 
 def test_importing_posenc_loads_only_torch():

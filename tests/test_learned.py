@@ -5,14 +5,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc import (
-    LearnedPositionalEmbedding,
-    TinyConfig,
-    TinyTransformer,
-    make_task,
-    tiny_accuracy_by_position,
-    train_tiny,
-)
+from posenc import LearnedPositionalEmbedding
+from posenc.experiments import TinyConfig, TinyTransformer, make_task, tiny_accuracy_by_position, train_tiny
 
 
 def test_adds_rows_offset_to_offset_plus_s():

@@ -10,20 +10,20 @@ import pytest
 import torch
 from chapters import ROOT
 
-from posenc import (
+from posenc import apply_rope, ntk_scaled_base, rope_cos_sin
+from posenc.experiments import (
+    SCALING_METHODS,
     ScalingConfig,
     TextConfig,
     TinyConfig,
     TinyTransformer,
-    apply_rope,
     load_scaling_results,
     load_text_results,
-    ntk_scaled_base,
-    rope_cos_sin,
+    main,
     run_scaling_experiment,
+    scaling_options,
     scaling_summary,
 )
-from posenc.experiments import SCALING_METHODS, main, scaling_options
 
 DATA = ROOT / "posenc_book" / "data"
 TINY_TEXT = TextConfig(

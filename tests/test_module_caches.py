@@ -5,15 +5,8 @@ import warnings
 import pytest
 import torch
 
-from posenc import (
-    RotaryEmbedding,
-    SinusoidalPositionalEncoding,
-    TinyConfig,
-    TinyTransformer,
-    apply_rope,
-    rope_cos_sin,
-    sinusoidal_encoding,
-)
+from posenc import RotaryEmbedding, SinusoidalPositionalEncoding, apply_rope, rope_cos_sin, sinusoidal_encoding
+from posenc.experiments import TinyConfig, TinyTransformer
 
 SCHEMES = ["rope", "rope_pi", "sinusoidal", "learned", "alibi", "t5", "shaw", "none"]
 

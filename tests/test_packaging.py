@@ -284,3 +284,26 @@ def test_make_lets_python_write_bytecode_whatever_the_environment_says():
     done = subprocess.run([*command, "probe-bytecode"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
+
+
+LAYOUT_ROWS = {
+    "posenc/": ROOT / "posenc",
+    "posenc/triton_rope/": ROOT / "posenc" / "triton_rope",
+    "posenc/benchmark/": ROOT / "posenc" / "benchmark",
+    "posenc/experiments/": ROOT / "posenc" / "experiments",
+    "posenc_book/": ROOT / "posenc_book",
+    "scripts/": ROOT / "scripts",
+}
+
+
+@pytest.mark.parametrize("row", LAYOUT_ROWS)
+def test_the_readme_layout_names_every_module(row):
+    """The README's layout table is kept by hand, so it is checked against the tree: each
+    row names every module of its folder (a script by its file name)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = next(line for line in readme.splitlines() if line.startswith(f"| `{row}` |"))
+    folder = LAYOUT_ROWS[row]
+    stems = sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("__"))
+    written = [f"`{s}.py`" if row == "scripts/" else f"`{s}`" for s in stems]
+    missing = [w for w in written if w not in line]
+    assert not missing, f"README's layout row for {row} misses {missing}"

@@ -672,3 +672,17 @@ def test_python_float_positions_keep_float64_precision():
     cos, _ = rope_cos_sin([1e6 + 0.1], 64, dtype=torch.float64)
     exact, _ = rope_cos_sin(torch.tensor([1e6 + 0.1], dtype=torch.float64), 64, dtype=torch.float64)
     assert torch.equal(cos, exact)
+
+
+def test_meta_tensors_give_shapes_and_a_mix_gives_a_clear_error():
+    """On the meta device (shape propagation, meta-device initialisation) the module computes the
+    tables rather than reading its cache, as rope_cos_sin does; meta positions with real queries,
+    whose values cannot be copied, are refused by name."""
+    meta = torch.zeros(2, 3, 5, 8, device="meta")
+    module = RotaryEmbedding(8)
+    for positions in (None, torch.arange(5, device="meta"), torch.arange(10, device="meta").view(2, 5)):
+        q, k = module(meta, meta, positions=positions)
+        assert q.is_meta and k.is_meta and q.shape == k.shape == meta.shape
+    real = torch.zeros(2, 3, 5, 8)
+    with pytest.raises(ValueError, match="positions are on meta but q on cpu"):
+        module(real, real, positions=torch.arange(5, device="meta"))

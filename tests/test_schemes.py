@@ -8,18 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc.experiments.registry as registry
-from posenc import (
+from posenc import RotaryEmbedding, ShawRelativeAttention, alibi_bias, scaled_dot_product_attention
+from posenc.experiments import (
     PositionScheme,
-    RotaryEmbedding,
-    ShawRelativeAttention,
     TinyConfig,
     TinyTransformer,
-    alibi_bias,
     make_position_scheme,
     make_task,
     position_schemes,
     register_position_scheme,
-    scaled_dot_product_attention,
     tiny_accuracy,
     train_tiny,
 )

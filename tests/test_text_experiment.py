@@ -8,16 +8,23 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc import (
+from posenc.experiments import (
+    OTHER,
+    VOCAB,
+    VOCAB_SIZE,
     TextConfig,
+    TextTask,
     TinyConfig,
     TinyTransformer,
+    decode_text,
+    encode_text,
+    evaluate_text,
     load_text_results,
+    main,
     run_text_experiment,
     stdlib_corpus,
     text_summary,
 )
-from posenc.experiments import OTHER, VOCAB, VOCAB_SIZE, TextTask, decode_text, encode_text, evaluate_text, main
 
 #: Trains in well under a second per run.
 TINY = dict(

@@ -6,12 +6,13 @@ import pytest
 import torch
 
 import posenc.experiments.registry as schemes
-from posenc import (
+from posenc import SinusoidalPositionalEncoding
+from posenc.experiments import (
+    IGNORE,
     LookupTask,
     PositionScheme,
     ReverseTask,
     ShiftTask,
-    SinusoidalPositionalEncoding,
     TinyConfig,
     TinyTransformer,
     make_position_scheme,
@@ -22,7 +23,6 @@ from posenc import (
     tiny_accuracy_by_position,
     train_tiny,
 )
-from posenc.experiments import IGNORE
 
 SMALL = dict(dim=32, num_heads=2, num_layers=1, max_len=32)
 

@@ -34,13 +34,10 @@ def families(text: str) -> list[tuple[str, list[dict]]]:
 
 
 def _run(call: str) -> tuple[str, str]:
-    import torch
+    from posenc_book import bad_input_namespace
 
-    import posenc
-
-    namespace = {"torch": torch, **{name: getattr(posenc, name) for name in posenc.__all__}}
     try:
-        eval(call, namespace)  # the catalog's own expressions, nothing from outside the repo
+        eval(call, bad_input_namespace())  # the catalog's own expressions, nothing from outside the repo
     except Exception as err:  # the table shows whatever is raised
         return type(err).__name__, str(err)
     return "no error", ""

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import RotaryEmbedding  # the public class; its module is an implementation detail
 from .._checks import check_choice
 from ..rotary import apply_rope, rope_cos_sin
+from ..rotary_embedding import RotaryEmbedding
 from .check import standard_normal
 
 

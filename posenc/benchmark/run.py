@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__
 from .._checks import check_choice, check_positive_number
+from .._version import __version__
 from .cases import (
     Case,
     alibi_bias_cases,

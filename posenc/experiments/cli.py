@@ -14,7 +14,7 @@ experiment instead (:mod:`posenc.experiments.text`; ``text --help``), and
 ``python -m posenc.experiments scaling [options]`` the long-context scaling one
 (:mod:`posenc.experiments.long_context`; ``scaling --help``).
 ``--help`` lists the options; their defaults are those of
-:class:`posenc.ExperimentConfig`, except ``--out``, ``experiments.json`` in the
+:class:`posenc.experiments.ExperimentConfig`, except ``--out``, ``experiments.json`` in the
 current directory. ``python -m posenc.experiments`` runs :func:`main`
 (``posenc/experiments/__main__.py``).
 

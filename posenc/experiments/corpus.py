@@ -8,7 +8,7 @@ order and keeps every ``holdout_every``-th file apart as validation text, so
 that a model is evaluated on files it never saw. The text differs a little
 between Python versions; the corpus records the version and a SHA-256 of
 what it read. :class:`TextTask` draws training windows from it for
-:func:`posenc.train_tiny`: at every position, predict the next character.
+:func:`posenc.experiments.train_tiny`: at every position, predict the next character.
 """
 
 from __future__ import annotations
@@ -183,7 +183,8 @@ class TextTask(Task):
         return check_positive_int("length", length)
 
     def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
-        """``batch_size`` windows of ``length + 1`` characters as a :class:`~posenc.TaskBatch` of inputs and targets.
+        """``batch_size`` windows of ``length + 1`` characters as a
+        :class:`~posenc.experiments.TaskBatch` of inputs and targets.
 
         Raises:
             ValueError: If a size is not an int >= 1 or the window is longer than the text.

@@ -1,10 +1,10 @@
 """Length extrapolation experiments: tiny Transformers trained per scheme, task and seed, run on longer inputs.
 
-One experiment trains a :class:`posenc.TinyTransformer` for every position
+One experiment trains a :class:`posenc.experiments.TinyTransformer` for every position
 scheme, task and seed of an :class:`ExperimentConfig`, on inputs of
 ``train_length`` data tokens, and measures its accuracy at
 ``train_length * m`` for every multiplier ``m`` (1, 2 and 4 by default).
-Every run is seeded and deterministic (:func:`posenc.train_tiny`), so a run
+Every run is seeded and deterministic (:func:`posenc.experiments.train_tiny`), so a run
 can be repeated alone and gives the same losses and accuracies, bit for bit,
 on the same machine and software.
 
@@ -77,14 +77,14 @@ class ExperimentConfig:
     Runs are the product ``schemes x tasks x seeds``. The model is the tiny
     Transformer of chapter 4 with ``num_heads=4`` (ALiBi's slopes need a few
     heads: with 2 they are 1/16 and 1/256, too flat to single out a
-    neighbour), trained with :func:`posenc.train_tiny`. The configuration
+    neighbour), trained with :func:`posenc.experiments.train_tiny`. The configuration
     holds the model's sizes (``causal``, ``dim``, ``num_heads``,
-    ``num_layers``); ``model_config`` makes the :class:`posenc.TinyConfig` of
+    ``num_layers``); ``model_config`` makes the :class:`posenc.experiments.TinyConfig` of
     one run from them. The fields are those of the saved JSON documents
     (schema ``posenc.experiments/2``), in the same order.
 
     Args:
-        schemes: Registered position schemes (:func:`posenc.position_schemes`).
+        schemes: Registered position schemes (:func:`posenc.experiments.position_schemes`).
         tasks: Task names (``"reverse"``, ``"shift"``, ``"lookup"``), built
             with their defaults (16 symbols; ``lookup`` with ``max_length``
             the longest evaluation length).

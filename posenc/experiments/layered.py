@@ -37,7 +37,7 @@ def sliding_window_bias(
     """The additive bias ``[q_len, k_len]`` that hides keys ``window`` or more positions from the query.
 
     The queries are the last ``q_len`` of the keys (as in
-    :meth:`posenc.PositionScheme.score_bias`), so query ``i`` sits at key
+    :meth:`posenc.experiments.PositionScheme.score_bias`), so query ``i`` sits at key
     position ``i + k_len - q_len``; the offset of the first key cancels out of
     the distance and is not needed. A causal query at position ``p`` sees keys
     ``p - window + 1 .. p`` (the causal mask hides later ones); a
@@ -79,7 +79,8 @@ class SlidingWindowRopeScheme(RopeScheme):
         return f"window={self.window}"
 
     def attend(self, q, k, v, *, bias=None, causal=False, offset=0):
-        """:meth:`posenc.PositionScheme.attend` with the keys outside the window masked (``-inf`` added to ``bias``)."""
+        """:meth:`~posenc.experiments.PositionScheme.attend`, with the keys outside the window masked
+        (``-inf`` added to ``bias``)."""
         window = sliding_window_bias(q.shape[-2], k.shape[-2], self.window, causal=causal, device=q.device)
         if window is not None:  # [q, k]
             if bias is None:

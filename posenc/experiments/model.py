@@ -45,7 +45,7 @@ class TinyConfig:
             layer) and ``"local_global"`` (Gemma 3: sliding-window RoPE
             layers, every ``global_every``-th layer global with a larger
             base), from ``posenc.experiments.layered``; or any added with
-            :func:`posenc.register_position_scheme`.
+            :func:`posenc.experiments.register_position_scheme`.
         dim: Model dimension, divisible by ``num_heads``.
         num_heads: Number of attention heads.
         num_layers: Number of blocks.

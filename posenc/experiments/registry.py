@@ -84,7 +84,7 @@ class PositionScheme(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Transform queries ``[b, h, q_len, head_dim]`` and keys ``[b, h, k_len, head_dim]``.
 
-        ``offset`` is as in :meth:`posenc.PositionScheme.score_bias`. Returns ``(q, k)`` of the same
+        ``offset`` is as in :meth:`posenc.experiments.PositionScheme.score_bias`. Returns ``(q, k)`` of the same
         shapes; the default returns them unchanged.
         """
         return q, k
@@ -105,9 +105,9 @@ class PositionScheme(nn.Module):
             q: Queries ``[b, h, q_len, head_dim]``.
             k: Keys ``[b, h, k_len, head_dim]``.
             v: Values ``[b, h, k_len, head_dim]``.
-            bias: The result of :meth:`posenc.PositionScheme.score_bias`, or ``None``.
+            bias: The result of :meth:`posenc.experiments.PositionScheme.score_bias`, or ``None``.
             causal: Whether the model's attention is causal.
-            offset: Position of the first key, as in :meth:`posenc.PositionScheme.score_bias`.
+            offset: Position of the first key, as in :meth:`posenc.experiments.PositionScheme.score_bias`.
 
         Returns:
             ``(out [b, h, q_len, head_dim], weights [b, h, q_len, k_len])``;
@@ -134,7 +134,7 @@ _SCHEMES: dict[str, SchemeFactory] = {}
 
 
 def register_position_scheme(name: str, factory: SchemeFactory | None = None, *, replace: bool = False):
-    """Make a position scheme available to :class:`posenc.TinyTransformer` under ``name``.
+    """Make a position scheme available to :class:`posenc.experiments.TinyTransformer` under ``name``.
 
     Use as a call, ``register_position_scheme("alibi", ALiBiScheme)``, or as a
     class decorator, ``@register_position_scheme("alibi")``.

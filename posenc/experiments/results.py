@@ -1,6 +1,6 @@
 """The JSON documents of the length extrapolation experiments: their environment, writing, reading, summarising them.
 
-A document, as :func:`~posenc.run_experiments` returns it::
+A document, as :func:`~posenc.experiments.run_experiments` returns it::
 
     {"schema": "posenc.experiments/2",
      "config": config.to_dict(),
@@ -35,14 +35,14 @@ from pathlib import Path
 
 import torch
 
-#: Identifies a results document of :func:`~posenc.run_experiments`.
+from .._version import __version__
+
+#: Identifies a results document of :func:`~posenc.experiments.run_experiments`.
 SCHEMA = "posenc.experiments/2"
 
 
 def environment() -> dict:
     """Software, machine and date of a run, as stored with the results."""
-    from .. import __version__
-
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "posenc": __version__,

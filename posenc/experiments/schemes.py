@@ -146,8 +146,8 @@ class ShawScheme(HasShawTables, PositionScheme):
         """Shaw attention: the key term joins ``bias``, the value term the output.
 
         The key term is ``q_i . a^K_ij / sqrt(d_h)``, the value term
-        ``sum_j alpha_ij a^V_ij``. Shapes as :meth:`posenc.PositionScheme.attend`;
-        ``offset`` is ignored.
+        ``sum_j alpha_ij a^V_ij``. Shapes as
+        :meth:`posenc.experiments.PositionScheme.attend`; ``offset`` is ignored.
         """
         q_len, k_len = q.shape[-2], k.shape[-2]
         a_k, a_v = self.relative_embeddings(q_len, k_len)  # [q + k - 1, dh] each

@@ -1,4 +1,4 @@
-"""Synthetic order-sensitive tasks for the tiny Transformer (:class:`posenc.TinyTransformer`).
+"""Synthetic order-sensitive tasks for the tiny Transformer (:class:`posenc.experiments.TinyTransformer`).
 
 Each task draws random sequences of ``num_symbols`` data tokens from a
 ``torch.Generator`` and says, per position, which token the model must output.

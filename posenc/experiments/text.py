@@ -2,7 +2,7 @@
 
 The small-scale counterpart of the ALiBi paper's figure of perplexity
 against input length (Press et al., 2022): one causal
-:class:`posenc.TinyTransformer` per position scheme and seed learns to
+:class:`posenc.experiments.TinyTransformer` per position scheme and seed learns to
 predict the next character of the Python standard library's sources
 (:func:`posenc.experiments.corpus.stdlib_corpus`) from windows of
 ``train_length`` characters, and is evaluated on files it never saw, cut

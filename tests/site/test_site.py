@@ -121,6 +121,8 @@ DOCUMENTED = [
     "posenc_book.ledger",
     "posenc_book.tables",
     "posenc_book.benchmark_plots",
+    "posenc_book.experiment_plots",
+    "posenc_book.explore",
 ]
 
 
