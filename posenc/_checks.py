@@ -310,12 +310,21 @@ def check_output_file(
         exists_note: Appended to "exists" in the message for an existing file.
 
     Raises:
-        ValueError: If ``path`` is a directory, exists without ``force``, or its folder
-            cannot be created or written to.
+        ValueError: If ``path`` is a directory, a link, a device, a pipe or anything but
+            a regular file (``--force`` or not: the result is written beside it and moved
+            over it, which would replace the thing itself), exists without ``force``, or
+            its folder cannot be looked into, created or written to.
     """
-    if path.is_dir():
-        raise ValueError(f"--out {path} is a directory; give a file name{hint}")
-    if path.exists() and not force and not replaceable:
+    try:
+        if path.is_dir():
+            raise ValueError(f"--out {path} is a directory; give a file name{hint}")
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            kind = "a link" if path.is_symlink() else "not a regular file (a device, a pipe or a socket)"
+            raise ValueError(f"--out {path} is {kind}; give the name of a regular file to write")
+        exists = path.exists()
+    except OSError as err:  # a folder on the way that may not be entered
+        raise ValueError(f"--out {path} cannot be written: {err.strerror or err} ({err.filename})") from None
+    if exists and not force and not replaceable:
         raise ValueError(f"--out {path} exists{exists_note}; pass --force to replace it")
     trial = path.parent / f".{path.name}.{os.getpid()}.trial"
     try:

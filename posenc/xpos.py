@@ -94,6 +94,7 @@ def xpos_scales(
     center: float = 0.0,
     layout: str = "half",
     dtype: torch.dtype = torch.float32,
+    range_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """The query scales ``zeta_i ** ((n - center) / scale_base)``, per channel; keys take their inverse.
 
@@ -109,6 +110,9 @@ def xpos_scales(
         center: Subtracted from every position; it cancels in the scores.
         layout: ``"half"`` or ``"interleaved"``, as the rotation's.
         dtype: Floating dtype of the result.
+        range_dtype: The dtype whose normal range every scale and its inverse must
+            stay in (default ``dtype``): ``torch.float16`` where the scales will
+            multiply float16 queries and keys.
 
     Returns:
         ``[*positions.shape, head_dim]``, each pair's scale on both its channels.
@@ -117,19 +121,20 @@ def xpos_scales(
         ValueError: If ``head_dim`` is odd, ``scale_base`` or ``gamma`` is not
             > 0, ``center`` is not a finite number, the layout is unknown, the
             positions are not real numbers, or a scale or its inverse would leave
-            ``dtype``'s normal range (a position too far from ``center``): the
-            scores would be 0 times infinity.
+            ``range_dtype``'s normal range (a position too far from ``center``):
+            the scores would be 0 times infinity.
     """
     scale_base = check_positive_number("scale_base", scale_base)
     check_choice("layout", layout, ROPE_LAYOUTS)
     check_float_dtype("dtype", dtype)
+    range_dtype = dtype if range_dtype is None else check_float_dtype("range_dtype", range_dtype)
     if isinstance(center, bool) or not isinstance(center, (int, float)) or not math.isfinite(center):
         raise ValueError(f"center must be a finite number, got {center!r}")
     positions = check_real("positions", as_positions(positions))
     log_zeta = xpos_zeta(head_dim, gamma=gamma, device=positions.device).log()  # [d/2]
     # zeta_i ** ((n - c) / B) = exp((n - c) / B * ln zeta_i)
     power = (positions.to(torch.float64) - center) / scale_base
-    _check_scale_range(power, log_zeta, dtype, center)
+    _check_scale_range(power, log_zeta, range_dtype, center)
     scales = torch.exp(power.unsqueeze(-1) * log_zeta)  # [*, d/2]
     if layout == "half":
         scales = torch.cat((scales, scales), dim=-1)  # [*, d/2] -> [*, d]: pair i at i and i + d/2
@@ -189,14 +194,18 @@ def apply_xpos(
         positions = torch.arange(offset, offset + q.shape[-2], device=q.device)  # [s]
     centred = positions
     if center is None and positions.numel():
-        # the middle position, as a tensor (no host sync): s // 2 for 0 .. s - 1
-        middle = torch.div(positions.amin() + positions.amax() + 1, 2, rounding_mode="floor")
-        centred, center = positions.to(torch.float64) - middle, 0.0
+        # the middle position, as a tensor (no host sync): s // 2 for 0 .. s - 1; in float64,
+        # where int8 or uint8 positions cannot wrap and int32 ones near 2**31 cannot overflow
+        wide = positions.to(torch.float64)
+        middle = torch.floor((wide.amin() + wide.amax() + 1) / 2)
+        centred, center = wide - middle, 0.0
     dtype = torch.float64 if torch.float64 in (q.dtype, k.dtype) else torch.float32
     cos, sin = rope_cos_sin(positions, head_dim, base=base, layout=layout, dtype=dtype)  # [s, d] or [b, s, d]
+    narrow = torch.float16 if torch.float16 in (q.dtype, k.dtype) else dtype  # float16's range is the tightest
     scale = xpos_scales(
-        centred, head_dim, scale_base=scale_base, gamma=gamma, center=center or 0.0, layout=layout, dtype=dtype
-    )
+        centred, head_dim, scale_base=scale_base, gamma=gamma, center=center or 0.0, layout=layout, dtype=dtype,
+        range_dtype=narrow,
+    )  # fmt: skip
     if positions.dim() == 2 and q.dim() > 3:
         # [b, s, d] -> [b, 1, ..., 1, s, d]: one row per sequence, shared by every head
         shape = (cos.shape[0],) + (1,) * (q.dim() - 3) + cos.shape[1:]

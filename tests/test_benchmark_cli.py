@@ -80,6 +80,19 @@ def test_out_that_cannot_be_written_is_refused_before_running(tmp_path, capsys, 
     assert list(tmp_path.iterdir()) == [tmp_path / "afile"]  # no trial file left
 
 
+def test_out_that_is_not_a_regular_file_is_refused_even_with_force(tmp_path, capsys, nothing_runs):
+    """The result is written beside --out and moved over it: a pipe, a device or a link would be
+    replaced by a regular file (as root, /dev/null itself), so anything but a regular file is refused."""
+    pipe, link, target = tmp_path / "pipe", tmp_path / "link.json", tmp_path / "target.json"
+    os.mkfifo(pipe)
+    target.write_text("{}")
+    link.symlink_to(target)
+    for out, kind in ((pipe, "not a regular file (a device, a pipe or a socket)"), (link, "a link")):
+        message = refused(capsys, ["--device", "cpu", "--out", str(out), "--force"])
+        assert message.endswith(f"--out {out} is {kind}; give the name of a regular file to write")
+    assert pipe.is_fifo() and link.is_symlink() and target.read_text() == "{}"
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes in any folder")
 def test_out_in_a_read_only_folder_is_refused(tmp_path, capsys, nothing_runs):
     locked = tmp_path / "locked"

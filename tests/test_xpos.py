@@ -177,3 +177,22 @@ def test_float32_and_float64_inputs_keep_their_dtype():
 def test_bad_input_raises_naming_the_argument(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    "positions",
+    [
+        torch.arange(123, 128, dtype=torch.int8),  # 123 + 127 + 1 wraps in int8
+        torch.arange(200, 245, dtype=torch.uint8),
+        torch.arange(2**31 - 5, 2**31, dtype=torch.int32),  # the sum overflows int32
+    ],
+    ids=["int8", "uint8", "int32-near-max"],
+)
+def test_the_default_centre_does_not_depend_on_the_positions_dtype(positions):
+    """The default centre is the middle position, formed in float64: narrow integer positions give
+    the same outputs as the same positions in int64."""
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 1, 2, positions.numel(), 8, generator=gen, dtype=torch.float64)
+    ours = apply_xpos(q, k, positions=positions)
+    wide = apply_xpos(q, k, positions=positions.long())
+    assert all(torch.equal(a, b) for a, b in zip(ours, wide, strict=True))
