@@ -9,8 +9,10 @@ patterns such as Gemma 3's five local layers to one global layer stand out. From
 shell: ``python -m posenc.describe path/to/config.json``.
 
 The reading follows ``transformers`` 5: ``rope_parameters`` (or the older
-``rope_scaling`` with ``rope_theta`` beside it), ``partial_rotary_factor`` (Phi,
-GPT-NeoX's ``rotary_pct``), GPT-J's ``rotary_dim``, per-layer-type parameters
+``rope_scaling`` with ``rope_theta`` beside it; where a file has both, a non-empty
+``rope_scaling`` wins, as ``posenc.hf_families.raw_rope_parameters`` reads them),
+``partial_rotary_factor`` (inside the parameters before the top-level key; GPT-NeoX's
+``rotary_pct``), GPT-J's ``rotary_dim``, per-layer-type parameters
 (Gemma 3's ``layer_types``; the older ``sliding_window_pattern``,
 ``rope_local_base_freq``), a multimodal model's ``text_config``. Missing fields take
 the defaults of the ``transformers`` configuration class. posenc never imports
@@ -29,7 +31,7 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5
+from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5, raw_rope_parameters
 from .hf_rope import RopeLayer
 
 #: Defaults of the ``transformers`` configuration classes for the fields read here, per family.
@@ -153,14 +155,14 @@ def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool
 
 def _flat_rope(cfg: dict, theta: float = 10_000.0) -> tuple[float, dict | None]:
     """The one ``rope_parameters`` (or ``rope_scaling`` + ``rope_theta``) of a single-RoPE model."""
-    params = cfg["rope_parameters"] if cfg.get("rope_parameters") is not None else cfg.get("rope_scaling")
-    return _rope_setup(cfg, params, theta=_get(cfg, "rope_theta", theta))
+    return _rope_setup(cfg, raw_rope_parameters(cfg), theta=_get(cfg, "rope_theta", theta))
 
 
-def _partial(cfg: dict, default: float = 1.0) -> float:
-    """``partial_rotary_factor`` from the top level or ``rope_parameters``."""
-    params = cfg.get("rope_parameters") or {}
-    value = cfg.get("partial_rotary_factor") or params.get("partial_rotary_factor")
+def _partial(cfg: dict, default: float = 1.0, *, top_level: str = "partial_rotary_factor") -> float:
+    """``partial_rotary_factor``: the one inside the RoPE parameters wins over the top-level key
+    (``top_level``), as ``transformers`` fills the parameters in with ``setdefault``."""
+    inside = raw_rope_parameters(cfg).get("partial_rotary_factor")
+    value = inside if inside is not None else cfg.get(top_level)
     return float(value) if value is not None else default
 
 
@@ -191,19 +193,19 @@ def build_llama(cfg: dict) -> list:
 
 def build_phi3(cfg: dict) -> list:
     """Phi-3 / Phi-4-mini: LongRoPE (``"su"`` and ``"yarn"`` read as ``"longrope"``), partial rotary."""
-    params = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    params = raw_rope_parameters(cfg)
     if params.get("rope_type", params.get("type")) in ("su", "yarn"):
         params.pop("type", None)
         params["rope_type"] = "longrope"
-    return build_rope({**cfg, "rope_parameters": params}, rotary_fraction=_partial(cfg))
+    return build_rope({**cfg, "rope_parameters": params, "rope_scaling": None}, rotary_fraction=_partial(cfg))
 
 
 def build_gpt_neox(cfg: dict) -> list:
     """GPT-NeoX: RoPE on the first ``rotary_pct`` (25%) of each head, base ``rotary_emb_base``."""
-    params = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    params = raw_rope_parameters(cfg)
     params.setdefault("rope_theta", _get(cfg, "rotary_emb_base"))
-    fraction = _partial(cfg, default=_get(cfg, "rotary_pct"))
-    return build_rope({**cfg, "rope_parameters": params}, rotary_fraction=fraction)
+    fraction = _partial(cfg, default=_get(cfg, "rotary_pct"), top_level="rotary_pct")  # the top-level factor is unread
+    return build_rope({**cfg, "rope_parameters": params, "rope_scaling": None}, rotary_fraction=fraction)
 
 
 def build_gptj(cfg: dict) -> list:
@@ -255,12 +257,12 @@ def build_qwen2_vl(cfg: dict) -> list:
     ``rope_parameters`` (``rope_scaling`` in older files, with ``"type": "mrope"``, which
     ``transformers`` reads as the default frequencies).
     """
-    params = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    params = raw_rope_parameters(cfg)
     section = params.pop("mrope_section", None) or _get(cfg, "mrope_section")
     if params.get("rope_type", params.get("type")) == "mrope":
         params.pop("type", None)
         params["rope_type"] = "default"
-    return build_rope({**cfg, "rope_parameters": params}, mrope_section=section)
+    return build_rope({**cfg, "rope_parameters": params, "rope_scaling": None}, mrope_section=section)
 
 
 def build_falcon(cfg: dict) -> list:

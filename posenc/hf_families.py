@@ -62,6 +62,15 @@ def _as_dict(cfg) -> dict:
     return dict(cfg)
 
 
+def raw_rope_parameters(cfg: Mapping) -> dict:
+    """The RoPE parameters as written, read as ``transformers`` 5 reads them: ``rope_scaling``
+    when it is given and not empty, else ``rope_parameters`` (``convert_rope_params_to_dict``)."""
+    params = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    if not isinstance(params, Mapping):
+        raise ValueError(f"config's rope_parameters (or rope_scaling) must be a dict, got {params!r:.80}")
+    return dict(params)
+
+
 def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     """A model's RoPE parameters as one ``rope_parameters`` dict with ``rope_type`` and ``rope_theta``.
 
@@ -78,10 +87,7 @@ def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     Returns:
         A new dict for :func:`posenc.rope_inv_freq`'s ``scaling``.
     """
-    params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    if not isinstance(params, Mapping):
-        raise ValueError(f"config['rope_parameters'] must be a dict, got {params!r}")
-    params = dict(params)
+    params = raw_rope_parameters(cfg)
     legacy = params.pop("type", "default")
     params.setdefault("rope_type", legacy)
     params.setdefault("rope_theta", float(cfg.get("rope_theta") or default_theta))

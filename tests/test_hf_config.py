@@ -461,3 +461,45 @@ def test_format_description_rejects_rows_without_layers():
         format_description([{"scheme": "rope"}])
     with pytest.raises(ValueError, match="rows must be a list of describe"):
         format_description("rope")
+
+
+#: config.json files that spell a parameter twice, read as transformers 5 reads them: a non-empty
+#: ``rope_scaling`` wins over ``rope_parameters`` (convert_rope_params_to_dict), and a
+#: ``partial_rotary_factor`` inside the parameters wins over the top-level one (Phi-3) or over
+#: ``rotary_pct`` (GPT-NeoX, which never reads a top-level ``partial_rotary_factor``).
+RAW = {
+    "llama-empty-parameters-beside-scaling": (
+        {**TINY, "model_type": "llama", "rope_parameters": {}, "rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+        "LlamaConfig", "llama", "Llama",
+    ),
+    "llama-scaling-beside-parameters": (
+        {**TINY, "model_type": "llama", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+         "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
+        "LlamaConfig", "llama", "Llama",
+    ),
+    "phi3-partial-inside-and-outside": (
+        {**TINY, "model_type": "phi3", "partial_rotary_factor": 0.5,
+         "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.75}},
+        "Phi3Config", "phi3", "Phi3",
+    ),
+    "gpt_neox-rotary_pct-and-partial": (
+        {**TINY, "model_type": "gpt_neox", "rotary_pct": 0.25, "partial_rotary_factor": 1.0},
+        "GPTNeoXConfig", "gpt_neox", "GPTNeoX",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+def test_parameters_spelt_twice_are_read_as_transformers_reads_them(name):
+    raw, config_class, model, prefix = RAW[name]
+    config = getattr(transformers, config_class)(**{key: value for key, value in raw.items() if key != "model_type"})
+    module = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
+    rotary = getattr(module, f"{prefix}RotaryEmbedding")(config)
+    layer = from_hf_config(json.loads(json.dumps(raw)))[1]
+    attention = getattr(module, f"{prefix}Attention")(config, layer_idx=1)
+    h_kv = getattr(config, "num_key_value_heads", None) or 4
+    q, k = qkv(config, h_kv, layer.head_dim)
+    for start in (0, 100):
+        pos = positions(start)
+        expected = reference_scores(rotary, module.apply_rotary_pos_emb, attention.scaling, q, k, pos)
+        torch.testing.assert_close(layer.scores(q, k, pos), expected, atol=ATOL, rtol=ATOL)
