@@ -58,6 +58,12 @@ PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
     "Show the solution": "显示解答",
     "Hide the solution": "隐藏解答",
     "Show the install cell (for Colab)": "显示安装单元格（用于 Colab）",
+    "Show the comparison code": "显示对比代码",
+    "Hide the comparison code": "隐藏对比代码",
+    "Show the counting code": "显示计数代码",
+    "Hide the counting code": "隐藏计数代码",
+    "Show the measuring code": "显示测量代码",
+    "Hide the measuring code": "隐藏测量代码",
     "Hide the install cell": "隐藏安装单元格",
 }
 EDITION = {
