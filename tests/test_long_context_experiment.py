@@ -169,6 +169,9 @@ def test_zero_shot_findings(step, seed):
         assert min(v(x, m) for x in NAMES) > base + 0.2
     assert v("ntk", 2) < min(v(x, 2) for x in NAMES if x != "ntk") and v("ntk", 2) - base < 0.05
     assert v("yarn", 8) < min(v(x, 8) for x in NAMES if x != "yarn")
+    # at 4x, dynamic NTK and YaRN are the best two, within a tenth of a bit of each other
+    assert max(v("dynamic", 4), v("yarn", 4)) < min(v(x, 4) for x in NAMES if x not in ("dynamic", "yarn"))
+    assert abs(v("dynamic", 4) - v("yarn", 4)) < 0.1
 
 
 @pytest.mark.parametrize("seed", SEEDS)
