@@ -3,7 +3,7 @@
 The package behind the book: every chapter imports its formulas from here.
 """
 
-from ._version import __version__
+from ._version import __version__ as __version__
 from .alibi import ALIBI_SLOPE_SETS, ALiBiBias, alibi_bias, alibi_slopes
 from .alignment import ALIGNMENTS, aligned_relative_positions, query_start
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
@@ -120,7 +120,6 @@ __all__ = [
     "xpos_scales",
     "xpos_zeta",
     "XPosRotaryEmbedding",
-    "__version__",
 ]
 
 #: The names of the experiments that this package used to re-export. The root holds the

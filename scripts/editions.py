@@ -63,6 +63,8 @@ PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
     "Show the counting code": "显示计数代码",
     "Hide the counting code": "隐藏计数代码",
     "Show the measuring code": "显示测量代码",
+    "Show the bookkeeping code": "显示整理数据的代码",
+    "Hide the bookkeeping code": "隐藏整理数据的代码",
     "Hide the measuring code": "隐藏测量代码",
     "Hide the install cell": "隐藏安装单元格",
 }

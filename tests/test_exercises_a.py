@@ -367,3 +367,19 @@ def test_ch8_axial_rope_separates_raster_neighbours():
 
     assert torch.isclose(axial([0, 0], [0, 1]), axial([3, 2], [3, 3]))
     assert not torch.isclose(axial([0, 5], [1, 0]), axial([0, 0], [0, 1]))
+
+
+def test_ch1_order_reaches_the_last_token_one_layer_late():
+    """One causal layer without positions gives the last token the same output for every order
+    of the tokens before it (it sees them as a set); a second layer tells every order apart."""
+    layers = [seeded_layer(16, 2, seed=s) for s in (21, 22)]
+    gen = torch.Generator().manual_seed(23)
+    words = {w: torch.randn(16, generator=gen, dtype=f64) for w in "ABCD"}
+    one, two = [], []
+    for order in itertools.permutations("ABC"):
+        x = torch.stack([words[w] for w in (*order, "D")])[None]
+        h = x + layers[0](x, causal=True)[0]
+        one.append(h[0, -1])
+        two.append((h + layers[1](h, causal=True)[0])[0, -1])
+    assert all(torch.allclose(v, one[0], atol=1e-12) for v in one)
+    assert all((a - b).abs().max() > 1e-4 for a, b in itertools.combinations(two, 2))
