@@ -115,7 +115,8 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path, capsys, monkeypa
         m.setattr(extrapolation, "_run_job", lambda *args: pytest.fail("a run started"))
         message = refused(capsys, argv)
     assert message.endswith(
-        "--out experiments.json exists and is not a partial file of this command; pass --force to replace it"
+        "--out experiments.json exists and is not a partial file of this command with these options; "
+        "pass --force to replace it"
     )
     assert recorded.read_text() == '{"my": "data"}'
     assert main(argv + ["--force"]) == 0
@@ -124,7 +125,12 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path, capsys, monkeypa
     assert "exists and is not a partial file" in refused(capsys, argv)  # a whole results file is kept too
     partial = {"schema": SCHEMA, "complete": False} | whole | {"runs": []}
     recorded.write_text(json.dumps(partial))
-    assert main(argv) == 0  # a partial file of a stopped run is replaced without --force
+    other = {**partial, "config": {**partial["config"], "steps": partial["config"]["steps"] + 1}}
+    recorded.write_text(json.dumps(other))
+    assert "is not a partial file of this command with these options" in refused(capsys, argv)
+    assert json.loads(recorded.read_text()) == other  # a stopped run with other options is kept
+    recorded.write_text(json.dumps(partial))
+    assert main(argv) == 0  # a partial file of a stopped run with these options is replaced without --force
     assert "complete" not in load_experiments(recorded)
 
 

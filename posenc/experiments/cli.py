@@ -136,7 +136,12 @@ def _add_run_options(parser: argparse.ArgumentParser, out: Path = DEFAULT_OUT) -
         help=f"output JSON file (default: {out}); rewritten after every run; an existing file is "
         "replaced only with --force, or if it is a partial file of this command",
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out file (without it, only a partial file left by a stopped run with the "
+        "same options is replaced)",
+    )
     parser.add_argument(
         "--jobs",
         type=int,
@@ -146,24 +151,27 @@ def _add_run_options(parser: argparse.ArgumentParser, out: Path = DEFAULT_OUT) -
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _check_out(out: Path, *, force: bool) -> Path:
+def _check_out(out: Path, *, force: bool, config: dict | None = None) -> Path:
     """Make sure ``out`` can be written now, before any training: create its folder, write a trial file there.
 
     Args:
         out: The output file.
         force: Replace an existing file.
+        config: The run's configuration (``to_dict()``): a partial file left by a
+            run of the same configuration may be replaced without ``force``.
 
     Returns:
         ``out``.
 
     Raises:
         ValueError: If ``out`` is a directory, exists (and is not a partial
-            file of this command) without ``force``, or its folder cannot be
-            created or written to.
+            file of this command with these options) without ``force``, or its
+            folder cannot be created or written to.
     """
     hint = f", such as {out / DEFAULT_OUT.name}"
-    note = " and is not a partial file of this command"
-    return check_output_file(out, force=force, replaceable=is_partial_file(out), hint=hint, exists_note=note)
+    note = " and is not a partial file of this command with these options"
+    replaceable = is_partial_file(out, config)
+    return check_output_file(out, force=force, replaceable=replaceable, hint=hint, exists_note=note)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = ExperimentConfig(**args)
         check_positive_int("jobs", jobs)
-        _check_out(out, force=force)
+        _check_out(out, force=force, config=config.to_dict())
     except ValueError as err:
         parser.error(str(err))
     return _run_and_save(run_experiments, config, out, quiet=quiet, jobs=jobs)

@@ -81,13 +81,15 @@ def save_document(document: dict, path) -> Path:
     return path
 
 
-def is_partial_file(path) -> bool:
-    """Whether ``path`` holds a partial document of this schema (``"complete": false``), left by a stopped run."""
+def is_partial_file(path, config: dict | None = None) -> bool:
+    """Whether ``path`` holds a partial document of this schema (``"complete": false``), left by a stopped
+    run; with ``config`` (a configuration's ``to_dict()``), one left by a run of that configuration."""
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # unreadable, not UTF-8, not JSON
         return False
-    return isinstance(document, dict) and document.get("schema") == SCHEMA and document.get("complete") is False
+    partial = isinstance(document, dict) and document.get("schema") == SCHEMA and document.get("complete") is False
+    return partial and (config is None or document.get("config") == config)
 
 
 def read_document(path, schema: str, what: str, keys: tuple[str, ...]) -> tuple[Path, dict]:
