@@ -50,6 +50,7 @@ DEFAULTS: dict[str, dict] = {
     "gpt_neox": {"rotary_pct": 0.25, "rotary_emb_base": 10_000.0},
     "gptj": {"rotary_dim": 64},
     "phi3": {"original_max_position_embeddings": 4096},
+    "qwen3": {"head_dim": 128},  # fixed, not hidden_size // num_attention_heads
     "qwen2_vl_text": {"mrope_section": [16, 24, 24], "rope_theta": 1_000_000.0},
 }
 DEFAULTS["gemma3"] = DEFAULTS["gemma3_text"]
@@ -138,8 +139,9 @@ def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool
         return base, None
     length, key = _get(cfg, "max_position_embeddings"), "original_max_position_embeddings"
     if rope_type in _LENGTH_TYPES:
-        if not nested and cfg.get(key) is not None:
-            params[key] = cfg[key]  # transformers gives the top-level value priority
+        if not nested and _get(cfg, key) is not None:
+            # transformers gives the top-level value priority, the class default included (Phi-3's 4096)
+            params[key] = _get(cfg, key)
         elif params.get(key) is None:
             params[key] = length if length is not None else _get(cfg, key)
     if rope_type == "dynamic":

@@ -99,6 +99,10 @@ def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     return params
 
 
+#: Llama4TextConfig's ``head_dim`` when a file leaves it out (fixed, not ``hidden_size // heads``).
+LLAMA4_HEAD_DIM = 128
+
+
 def build_llama4(cfg: dict) -> list:
     """Llama 4's layers: RoPE, and NoPE every ``no_rope_layer_interval``-th layer (iRoPE).
 
@@ -118,7 +122,7 @@ def build_llama4(cfg: dict) -> list:
         cfg = dict(cfg["text_config"])
     n = _int(cfg, "num_hidden_layers")
     heads = _int(cfg, "num_attention_heads")
-    head_dim = _int(cfg, "head_dim") if cfg.get("head_dim") is not None else _int(cfg, "hidden_size") // heads
+    head_dim = _int(cfg, "head_dim") if cfg.get("head_dim") is not None else LLAMA4_HEAD_DIM
     check_even_dim("config['head_dim']", head_dim)
     interval = _int(cfg, "no_rope_layer_interval", "nope_layer_interval", default=4)
     # transformers: 1 (RoPE) unless (i + 1) is a multiple of the interval; an empty list means the default

@@ -295,6 +295,20 @@ def test_defaults_are_those_of_the_transformers_classes():
     assert DEFAULTS["qwen2_vl_text"]["rope_theta"] == transformers.Qwen2VLTextConfig().rope_parameters["rope_theta"]
 
 
+@pytest.mark.parametrize(
+    "model_type, config_class",
+    [("qwen3", "Qwen3Config"), ("llama4_text", "Llama4TextConfig"), ("llama", "LlamaConfig"), ("qwen2", "Qwen2Config")],
+)
+def test_a_missing_head_dim_is_the_config_class_default(model_type, config_class):
+    """Qwen3 and Llama 4 fix head_dim at 128 whatever the width; Llama and Qwen2 derive it."""
+    small = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1}
+    theirs = getattr(transformers, config_class)(**small)
+    expected = getattr(theirs, "head_dim", None) or small["hidden_size"] // small["num_attention_heads"]
+    layer = from_hf_config({"model_type": model_type, **small})[0]
+    assert layer.head_dim == expected
+    assert describe({"model_type": model_type, **small})[0]["softmax_scale"] == pytest.approx(expected**-0.5)
+
+
 # --- Real models: values from their published config.json (only fields we are sure of) ---
 
 # huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
@@ -482,6 +496,12 @@ RAW = {
          "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.75}},
         "Phi3Config", "phi3", "Phi3",
     ),
+    "phi3-longrope-original-length-inside-only": (  # the class attribute, 4096, wins over the 64 inside
+        {**TINY, "hidden_size": 128, "max_position_embeddings": 256, "model_type": "phi3",
+         "partial_rotary_factor": 0.75,
+         "rope_parameters": {"rope_type": "longrope", **LONG, "original_max_position_embeddings": 64}},
+        "Phi3Config", "phi3", "Phi3",
+    ),
     "gpt_neox-rotary_pct-and-partial": (
         {**TINY, "model_type": "gpt_neox", "rotary_pct": 0.25, "partial_rotary_factor": 1.0},
         "GPTNeoXConfig", "gpt_neox", "GPTNeoX",
@@ -492,7 +512,8 @@ RAW = {
 @pytest.mark.parametrize("name", sorted(RAW))
 def test_parameters_spelt_twice_are_read_as_transformers_reads_them(name):
     raw, config_class, model, prefix = RAW[name]
-    config = getattr(transformers, config_class)(**{key: value for key, value in raw.items() if key != "model_type"})
+    copy = json.loads(json.dumps(raw))  # transformers fills in the dicts it is given
+    config = getattr(transformers, config_class)(**{key: value for key, value in copy.items() if key != "model_type"})
     module = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
     rotary = getattr(module, f"{prefix}RotaryEmbedding")(config)
     layer = from_hf_config(json.loads(json.dumps(raw)))[1]
