@@ -91,6 +91,9 @@ def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     legacy = params.pop("type", "default")
     params.setdefault("rope_type", legacy)
     params.setdefault("rope_theta", float(cfg.get("rope_theta") or default_theta))
+    top = cfg.get("original_max_position_embeddings")
+    if params["rope_type"] in ("llama3", "yarn", "longrope") and top is not None:
+        params["original_max_position_embeddings"] = top  # transformers' rope init: the top-level value wins
     longest = cfg.get("max_position_embeddings")
     if params["rope_type"] == "yarn" and params.get("factor") is None and longest:
         params["factor"] = longest / params["original_max_position_embeddings"]

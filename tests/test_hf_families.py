@@ -16,12 +16,14 @@ References, per family:
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import alibi_bias, from_hf_config
+from posenc import alibi_bias, from_hf_config, rope_inv_freq
 from posenc.hf_families import build_alibi, build_deepseek, build_llama4, build_t5
 
 transformers = pytest.importorskip("transformers")
@@ -120,6 +122,17 @@ def test_llama4_rope_far_positions_match():
         attn(h, modeling_llama4.Llama4TextRotaryEmbedding(cfg)(h, position_ids), None)
         scores = layer.scores(_heads(attn.q_proj(h), 16), _heads(attn.k_proj(h), 16), position_ids)
     torch.testing.assert_close(scores, RECORD["logits"], atol=2e-5, rtol=2e-5)
+
+
+def test_llama4_top_level_original_length_wins_as_in_transformers():
+    """A config.json with the trained length both at the top level (16) and inside the RoPE
+    parameters (64): transformers' rope init reads the top-level one, and so does posenc."""
+    cfg = llama4_config(rope_parameters=copy.deepcopy(LLAMA3), original_max_position_embeddings=16)
+    raw = {**cfg.to_dict(), "rope_parameters": copy.deepcopy(LLAMA3), "original_max_position_embeddings": 16}
+    params = dict(build_llama4(raw)[0].rope_parameters)
+    ours, _ = rope_inv_freq(16, base=params.pop("rope_theta"), scaling=params)
+    theirs = modeling_llama4.Llama4TextRotaryEmbedding(cfg).inv_freq
+    torch.testing.assert_close(ours.float(), theirs.float(), atol=1e-6, rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------
