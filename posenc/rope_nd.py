@@ -41,6 +41,7 @@ from ._checks import (
     check_real,
 )
 from .layout import ROPE_LAYOUTS
+from .rope_scaling import ROPE_SCALINGS
 from .rotary import apply_rope, rope_inv_freq
 
 #: Frequency families of axial RoPE, rotary-embedding-torch's ``freqs_for``.
@@ -377,17 +378,16 @@ def mrope_cos_sin(
     check_angle_dtype(angle_dtype)
     axes = mrope_pair_axes(mrope_section, interleaved=interleaved)  # [d/2]
     if axes.numel() != head_dim // 2:
-        raise ValueError(
-            f"mrope_section must sum to head_dim / 2 = {head_dim // 2}, got {list(mrope_section)} (sum {axes.numel()})"
-        )
+        sections = f"{list(mrope_section)} (sum {axes.numel()})"
+        raise ValueError(f"mrope_section must sum to head_dim / 2 = {head_dim // 2}, got {sections}")
     positions = check_real("position_ids", as_positions(position_ids, "position_ids"))
     n = len(mrope_section)
     if positions.dim() < 2 or positions.shape[0] != n:
-        raise ValueError(
-            f"position_ids must have shape [{n}, ...] (one row per mrope_section entry), got {tuple(positions.shape)}"
-        )
-    dynamic = scaling is not None and scaling.get("rope_type") == "dynamic" and positions.numel()
-    seq_len = positions.max().item() + 1 if dynamic else None  # the length dynamic NTK scales for
+        shape = tuple(positions.shape)
+        raise ValueError(f"position_ids must have shape [{n}, ...] (one row per mrope_section entry), got {shape}")
+    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, Mapping) else None
+    by_length = kind in ROPE_SCALINGS and ROPE_SCALINGS[kind].length_dependent and positions.numel()
+    seq_len = positions.max().item() + 1 if by_length else None  # what dynamic NTK and LongRoPE read
     work = angle_device(positions.device, angle_dtype)  # float64 angles of MPS tensors on the CPU
     inv_freq, factor = rope_inv_freq(
         head_dim, base=base, scaling=scaling, seq_len=seq_len, dtype=angle_dtype, device=work

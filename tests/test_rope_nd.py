@@ -274,3 +274,25 @@ BAD = [
 def test_bad_input_names_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 16,
+         "short_factor": [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0],
+         "long_factor": [2.0, 2.4, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]},
+        {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16},  # transformers' older spelling
+    ],
+    ids=["longrope", "legacy-dynamic"],
+)  # fmt: skip
+def test_mrope_of_text_tokens_scales_by_length_as_1d_rope(scaling):
+    """Past the original length, M-RoPE of text tokens (all three rows alike) uses the long factors, or
+    the dynamic base, exactly as 1-D RoPE does for the same positions."""
+    positions = torch.arange(40, 44)
+    ours = mrope_cos_sin(positions.expand(3, -1), 16, [2, 3, 3], scaling=scaling, dtype=torch.float64)
+    one_d = rope_cos_sin(positions, 16, scaling=scaling, dtype=torch.float64)
+    for a, b in zip(ours, one_d, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    plain = rope_cos_sin(positions, 16, dtype=torch.float64)
+    assert (ours[0] - plain[0]).abs().max() > 1e-3  # and the scaling did something
