@@ -42,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, KeyError) as error:  # bad file, unknown model type, missing field
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except (ArithmeticError, RecursionError, MemoryError) as error:  # a value the checks above let through
+        print(f"error: {args[0]} cannot be described: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     print(format_description(rows))
     return 0
 

@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5, raw_rope_parameters
+from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5, config_int, raw_rope_parameters
 from .hf_rope import RopeLayer
 
 #: Defaults of the ``transformers`` configuration classes for the fields read here, per family.
@@ -119,8 +119,9 @@ def _get(cfg: dict, key: str, default=None, *, required: bool = False):
 def _head_dim(cfg: dict, *, explicit: bool = True) -> int:
     """``head_dim`` if given (and ``explicit``), else ``hidden_size // num_attention_heads``."""
     if explicit and _get(cfg, "head_dim") is not None:
-        return int(_get(cfg, "head_dim"))
-    return int(_get(cfg, "hidden_size", required=True)) // int(_get(cfg, "num_attention_heads", required=True))
+        return config_int(cfg, "head_dim", _get(cfg, "head_dim"))
+    width = config_int(cfg, "hidden_size", _get(cfg, "hidden_size", required=True))
+    return width // config_int(cfg, "num_attention_heads", _get(cfg, "num_attention_heads", required=True))
 
 
 def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool = False) -> tuple[float, dict | None]:
@@ -169,7 +170,7 @@ def _partial(cfg: dict, default: float = 1.0, *, top_level: str = "partial_rotar
 
 
 def _num_layers(cfg: dict) -> int:
-    return int(_get(cfg, "num_hidden_layers", required=True))
+    return config_int(cfg, "num_hidden_layers", _get(cfg, "num_hidden_layers", required=True))
 
 
 def build_rope(cfg: dict, *, rotary_fraction: float = 1.0, layout: str = "half", mrope_section=None) -> list:

@@ -48,12 +48,18 @@ def _get(cfg: Mapping, *names: str, default=_REQUIRED):
     return default
 
 
+def config_int(cfg: Mapping, name: str, value) -> int:
+    """``value``, the config field ``name``, if it is an int >= 1; else a ``ValueError`` naming the field,
+    the family and the value (a string, a float, NaN or infinity would crash or mislead the arithmetic)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        family = cfg.get("model_type")
+        raise ValueError(f"config[{name!r}] must be an int >= 1, got {value!r:.80} (model_type {family!r})")
+    return value
+
+
 def _int(cfg: Mapping, *names: str, default=_REQUIRED) -> int:
     value = _get(cfg, *names, default=default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        name = next((name for name in names if cfg.get(name) is not None), names[0])
-        raise ValueError(f"config[{name!r}] must be an int >= 1, got {value!r}")
-    return value
+    return config_int(cfg, next((name for name in names if cfg.get(name) is not None), names[0]), value)
 
 
 def _as_dict(cfg) -> dict:

@@ -524,3 +524,21 @@ def test_parameters_spelt_twice_are_read_as_transformers_reads_them(name):
         pos = positions(start)
         expected = reference_scores(rotary, module.apply_rotary_pos_emb, attention.scaling, q, k, pos)
         torch.testing.assert_close(layer.scores(q, k, pos), expected, atol=ATOL, rtol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("head_dim", float("inf")), ("head_dim", "16"), ("hidden_size", "64"), ("num_attention_heads", 0),
+     ("num_hidden_layers", True), ("head_dim", 16.0)],
+)  # fmt: skip
+def test_a_count_that_is_not_a_positive_int_is_named(tmp_path, field, value):
+    """Counts read from a config are ints >= 1: anything else is a ValueError naming the field and the
+    family, and the command line prints it on one line with status 2 (no OverflowError or division by zero)."""
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1, field: value}
+    with pytest.raises(ValueError, match=rf"config\['{field}'\] must be an int >= 1, got .* \(model_type 'llama'\)"):
+        from_hf_config(cfg)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))  # inf is written as Infinity, which json.loads reads back
+    done = subprocess.run([sys.executable, "-m", "posenc.describe", str(path)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: config['{field}']"), done.stderr
