@@ -31,7 +31,15 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5, config_int, raw_rope_parameters
+from .hf_families import (
+    build_alibi,
+    build_deepseek,
+    build_llama4,
+    build_t5,
+    config_int,
+    config_number,
+    raw_rope_parameters,
+)
 from .hf_rope import RopeLayer
 
 #: Defaults of the ``transformers`` configuration classes for the fields read here, per family.
@@ -135,7 +143,7 @@ def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool
     params = {key: value for key, value in dict(params or {}).items() if key != "partial_rotary_factor"}
     legacy = params.pop("type", None)
     rope_type = params.setdefault("rope_type", legacy or "default")
-    base = float(params.pop("rope_theta", None) or theta)
+    base = config_number(cfg, "rope_theta", params.pop("rope_theta", None) or theta)
     if rope_type == "default":
         return base, None
     length, key = _get(cfg, "max_position_embeddings"), "original_max_position_embeddings"
@@ -166,7 +174,7 @@ def _partial(cfg: dict, default: float = 1.0, *, top_level: str = "partial_rotar
     (``top_level``), as ``transformers`` fills the parameters in with ``setdefault``."""
     inside = raw_rope_parameters(cfg).get("partial_rotary_factor")
     value = inside if inside is not None else cfg.get(top_level)
-    return float(value) if value is not None else default
+    return config_number(cfg, "partial_rotary_factor", value) if value is not None else default
 
 
 def _num_layers(cfg: dict) -> int:
@@ -245,7 +253,7 @@ def build_gemma3(cfg: dict) -> list:
             "full_attention": _rope_setup(cfg, params or cfg.get("rope_scaling"), theta=_get(cfg, "rope_theta")),
             "sliding_attention": _rope_setup(cfg, local, theta=10_000.0),
         }
-    scale = float(_get(cfg, "query_pre_attn_scalar")) ** -0.5
+    scale = config_number(cfg, "query_pre_attn_scalar", _get(cfg, "query_pre_attn_scalar")) ** -0.5
     layers = {
         kind: RopeLayer(head_dim=head_dim, rotary_dim=head_dim, base=base, scaling=scaling, softmax_scale=scale)
         for kind, (base, scaling) in per_type.items()

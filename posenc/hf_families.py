@@ -57,6 +57,15 @@ def config_int(cfg: Mapping, name: str, value) -> int:
     return value
 
 
+def config_number(cfg: Mapping, name: str, value) -> float:
+    """``value``, the config field ``name``, as a float if it is a finite number > 0; else a ``ValueError``
+    naming the field, the family and the value (``float()`` of a string, NaN or infinity would not say)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        family = cfg.get("model_type")
+        raise ValueError(f"config[{name!r}] must be a finite number > 0, got {value!r:.80} (model_type {family!r})")
+    return float(value)
+
+
 def _int(cfg: Mapping, *names: str, default=_REQUIRED) -> int:
     value = _get(cfg, *names, default=default)
     return config_int(cfg, next((name for name in names if cfg.get(name) is not None), names[0]), value)
@@ -96,7 +105,7 @@ def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     params = raw_rope_parameters(cfg)
     legacy = params.pop("type", "default")
     params.setdefault("rope_type", legacy)
-    params.setdefault("rope_theta", float(cfg.get("rope_theta") or default_theta))
+    params.setdefault("rope_theta", config_number(cfg, "rope_theta", cfg.get("rope_theta") or default_theta))
     top = cfg.get("original_max_position_embeddings")
     if params["rope_type"] in ("llama3", "yarn", "longrope") and top is not None:
         params["original_max_position_embeddings"] = top  # transformers' rope init: the top-level value wins
@@ -141,7 +150,8 @@ def build_llama4(cfg: dict) -> list:
     params = rope_parameters(cfg, 500000.0)
     temperature = None
     if cfg.get("attn_temperature_tuning", True):
-        temperature = (float(cfg.get("floor_scale", 8192)), float(cfg.get("attn_scale", 0.1)))
+        defaults = {"floor_scale": 8192, "attn_scale": 0.1}
+        temperature = tuple(config_number(cfg, key, cfg.get(key, default)) for key, default in defaults.items())
     common = {"softmax_scale": head_dim**-0.5, "num_heads": heads, "head_dim": head_dim}
     return [
         RotaryLayer("rope", rotary_dim=head_dim, rope_parameters=params, style="complex", **common)
@@ -237,7 +247,7 @@ def build_alibi(cfg: dict) -> list:
         raise ValueError(f"hidden size {hidden} must be divisible by the {heads} heads")
     head_dim = hidden // heads
     # 1 / sqrt(d), MPT's written as 1 / sqrt(hidden / heads)
-    scale = float(scale) if scale is not None else 1 / math.sqrt(hidden / heads)
+    scale = config_number(cfg, "softmax_scale", scale) if scale is not None else 1 / math.sqrt(hidden / heads)
     common = {"softmax_scale": scale, "num_heads": heads, "head_dim": head_dim}
     return [ALiBiLayer(model_type, max_seq_len=max_seq_len, **common) for _ in range(n)]
 

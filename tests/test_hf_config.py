@@ -542,3 +542,23 @@ def test_a_count_that_is_not_a_positive_int_is_named(tmp_path, field, value):
     done = subprocess.run([sys.executable, "-m", "posenc.describe", str(path)], capture_output=True, text=True)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: config['{field}']"), done.stderr
+
+
+@pytest.mark.parametrize(
+    "cfg, field",
+    [
+        ({"model_type": "llama", "rope_theta": "1e4"}, "rope_theta"),
+        ({"model_type": "llama", "rope_theta": float("nan")}, "rope_theta"),
+        ({"model_type": "phi3", "partial_rotary_factor": float("inf")}, "partial_rotary_factor"),
+        ({"model_type": "gemma3_text", "query_pre_attn_scalar": 0}, "query_pre_attn_scalar"),
+        ({"model_type": "llama4_text", "floor_scale": -1.0, "head_dim": 16}, "floor_scale"),
+        ({"model_type": "mpt", "n_heads": 2, "d_model": 8, "n_layers": 1,
+          "attn_config": {"alibi": True, "softmax_scale": float("nan")}}, "softmax_scale"),
+    ],
+)  # fmt: skip
+def test_a_number_that_is_not_finite_and_positive_is_named(cfg, field):
+    """Bases, factors and scales read from a config are finite numbers > 0; a string, NaN, infinity,
+    zero or a negative value is a ValueError naming the field and the family, not a crash or a NaN score."""
+    small = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1}
+    with pytest.raises(ValueError, match=rf"config\['{field}'\] must be a finite number > 0, got .*\(model_type "):
+        from_hf_config({**small, **cfg})
