@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .hf_families import (
+    MAX_LAYERS,
     build_alibi,
     build_deepseek,
     build_llama4,
@@ -178,7 +179,7 @@ def _partial(cfg: dict, default: float = 1.0, *, top_level: str = "partial_rotar
 
 
 def _num_layers(cfg: dict) -> int:
-    return config_int(cfg, "num_hidden_layers", _get(cfg, "num_hidden_layers", required=True))
+    return config_int(cfg, "num_hidden_layers", _get(cfg, "num_hidden_layers", required=True), MAX_LAYERS)
 
 
 def build_rope(cfg: dict, *, rotary_fraction: float = 1.0, layout: str = "half", mrope_section=None) -> list:
@@ -348,8 +349,15 @@ def _cell(value) -> str:
 
 
 def _period(keys: list[tuple]) -> int:
-    """The smallest ``p`` with row ``i`` equal to row ``i - p`` for every ``i``."""
-    return next(p for p in range(1, len(keys) + 1) if all(keys[i] == keys[i - p] for i in range(p, len(keys))))
+    """The smallest ``p`` with row ``i`` equal to row ``i - p`` for every ``i``: the length less its longest
+    proper border (the prefix function of Knuth, Morris and Pratt), in linear time."""
+    border = [0] * len(keys)
+    for i in range(1, len(keys)):
+        b = border[i - 1]
+        while b and keys[i] != keys[b]:
+            b = border[b - 1]
+        border[i] = b + (keys[i] == keys[b])
+    return len(keys) - border[-1]
 
 
 def format_description(rows: list[dict]) -> str:

@@ -48,12 +48,16 @@ def _get(cfg: Mapping, *names: str, default=_REQUIRED):
     return default
 
 
-def config_int(cfg: Mapping, name: str, value) -> int:
-    """``value``, the config field ``name``, if it is an int >= 1; else a ``ValueError`` naming the field,
-    the family and the value (a string, a float, NaN or infinity would crash or mislead the arithmetic)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        family = cfg.get("model_type")
-        raise ValueError(f"config[{name!r}] must be an int >= 1, got {value!r:.80} (model_type {family!r})")
+#: The most layers a config may declare: one object per layer is built, so 10**9 would exhaust memory.
+MAX_LAYERS = 1 << 16
+
+
+def config_int(cfg: Mapping, name: str, value, maximum: int | None = None) -> int:
+    """``value``, the config field ``name``, if it is an int >= 1 (and <= ``maximum``); else a ``ValueError``
+    naming the field, the family and the value (a string, a float, NaN or infinity would crash or mislead)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (maximum and value > maximum):
+        family, most = cfg.get("model_type"), f" and <= {maximum}" if maximum else ""
+        raise ValueError(f"config[{name!r}] must be an int >= 1{most}, got {value!r:.80} (model_type {family!r})")
     return value
 
 
@@ -68,7 +72,8 @@ def config_number(cfg: Mapping, name: str, value) -> float:
 
 def _int(cfg: Mapping, *names: str, default=_REQUIRED) -> int:
     value = _get(cfg, *names, default=default)
-    return config_int(cfg, next((name for name in names if cfg.get(name) is not None), names[0]), value)
+    name = next((name for name in names if cfg.get(name) is not None), names[0])
+    return config_int(cfg, name, value, MAX_LAYERS if "layer" in name else None)
 
 
 def _as_dict(cfg) -> dict:
