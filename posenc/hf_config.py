@@ -247,7 +247,9 @@ def build_gemma3(cfg: dict) -> list:
     head_dim = _head_dim(cfg)
     params = cfg.get("rope_parameters") or {}
     if any(key in params for key in _NESTED):  # transformers 5: one dict per layer type
-        per_type = {key: _rope_setup(cfg, params.get(key), theta=10_000.0, nested=True) for key in _NESTED}
+        # a base left out of a layer type's dict: the top-level one for that type, as transformers fills it in
+        theta = {"full_attention": _get(cfg, "rope_theta"), "sliding_attention": _get(cfg, "rope_local_base_freq")}
+        per_type = {key: _rope_setup(cfg, params.get(key), theta=theta[key], nested=True) for key in _NESTED}
     else:  # older files: rope_scaling (for the global layers), rope_theta, rope_local_base_freq
         local = {"rope_type": "default", "rope_theta": _get(cfg, "rope_local_base_freq")}
         per_type = {

@@ -608,3 +608,17 @@ def test_a_layer_count_past_the_bound_is_refused_before_building(family):
                "hidden_size": 64, "num_attention_heads": 4, "n_head": 4, "num_heads": 4, "head_dim": 16}  # fmt: skip
         with pytest.raises(ValueError, match=r"must be an int >= 1 and <= 65536, got 1000"):
             from_hf_config(cfg)
+
+
+def test_gemma3_nested_parameters_without_a_base_take_the_top_level_ones():
+    """transformers fills a layer type's missing rope_theta from the top level: rope_theta for the
+    global layers, rope_local_base_freq for the local ones (not 10,000 for both)."""
+    kinds = {"full_attention": {"rope_type": "default"}, "sliding_attention": {"rope_type": "default"}}
+    raw = {"model_type": "gemma3_text", "num_hidden_layers": 6, "rope_theta": 5e5, "rope_local_base_freq": 2e4,
+           "rope_parameters": kinds}  # fmt: skip
+    copy = json.loads(json.dumps({key: value for key, value in raw.items() if key != "model_type"}))
+    theirs = transformers.Gemma3TextConfig(**copy).rope_parameters
+    rows = describe(raw)
+    layer_types = transformers.Gemma3TextConfig(**copy).layer_types
+    assert [row["theta"] for row in rows] == [theirs[kind]["rope_theta"] for kind in layer_types]
+    assert {row["theta"] for row in rows} == {5e5, 2e4}
