@@ -146,6 +146,7 @@ def test_seed_002_d4_table_is_not_the_sinusoidal_encoding():
     assert wrong[1:].all().item()  # every entry after position 0 is off
     assert (correct - seed_table).abs().max() > 0.9
     assert [round(math.sin(p / 10000), 4) for p in range(4)] == seed_table[:, 0].tolist()  # frequency 1/10000
+    assert [round(1 - p / 10000, 4) for p in range(4)] == seed_table[:, 1].tolist()  # a line, not a cosine
 
 
 # Relative encodings -------------------------------------------------------------------------
