@@ -40,6 +40,19 @@ def check_nonnegative_int(name: str, value: object) -> int:
 CACHE_LIMIT = 1 << 16
 
 
+#: The most elements a table built for a requested size may hold (2**31, 8 GiB of float32): a larger
+#: size is refused before any memory is taken.
+MAX_TABLE_ELEMENTS = 1 << 31
+
+
+def check_table_size(name: str, value: object, elements: int) -> None:
+    """Raise if the table built for the argument ``name`` = ``value`` would hold more than ``MAX_TABLE_ELEMENTS``."""
+    if elements > MAX_TABLE_ELEMENTS:
+        raise ValueError(
+            f"{name} = {value!r:.80} needs a table of {elements} elements, more than MAX_TABLE_ELEMENTS = 2**31"
+        )
+
+
 def check_cache_limit(value: object, initial_len: int) -> int:
     """Return ``cache_limit`` if it is an int >= ``initial_len`` (the rows computed up front)."""
     value = check_nonnegative_int("cache_limit", value)
@@ -257,7 +270,7 @@ def check_rope_args(x, cos, sin, layout: str, *, inplace: bool = False) -> None:
 
     ``cos``'s last dim is the rotary dim ``r``: ``x``'s last dim, or an even
     ``r < head_dim`` (partial rotary); its other dims broadcast to ``x``'s.
-    ``inplace`` cannot overwrite a leaf that requires grad.
+    ``inplace`` cannot overwrite a leaf that requires grad, nor an expanded ``x`` (a stride 0).
     """
     from .layout import ROPE_LAYOUTS  # layout imports torch only; imported here to keep this module first
 
@@ -292,6 +305,11 @@ def check_rope_args(x, cos, sin, layout: str, *, inplace: bool = False) -> None:
         )
     if inplace and torch.is_grad_enabled() and x.requires_grad and x.is_leaf:
         raise ValueError("inplace=True cannot overwrite x: a leaf tensor that requires grad")
+    if inplace and any(n > 1 and step == 0 for n, step in zip(shape, x.stride(), strict=True)):
+        raise ValueError(
+            f"inplace=True cannot write into x: it is expanded (shape {tuple(shape)}, strides {x.stride()}), so "
+            "several elements share one memory location; pass x.contiguous() or inplace=False"
+        )
 
 
 def check_output_file(

@@ -2,8 +2,8 @@
 
 Reads a Hugging Face ``config.json`` with :func:`posenc.hf_config.describe` and prints
 :func:`posenc.hf_config.format_description`'s table. Exit status 0, or 2 with the
-error's message on standard error for a file that cannot be read or a model type
-posenc does not know.
+error's message on one line of standard error for a file that cannot be read, a model
+type posenc does not know, or any other failure (never a traceback).
 
 Importing this module makes the attribute ``posenc.describe`` this module instead of the
 function of the same name; the module is therefore callable, and ``posenc.describe(config)``
@@ -38,15 +38,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     try:
-        rows = describe(args[0])
-    except (ValueError, TypeError, KeyError) as error:  # bad file, unknown model type, missing field
-        print(f"error: {error}", file=sys.stderr)
+        text = format_description(describe(args[0]))
+    except (ValueError, TypeError) as error:  # bad file, unknown model type, missing or invalid field
+        print(_one_line(f"error: {error}"), file=sys.stderr)
         return 2
-    except (ArithmeticError, RecursionError, MemoryError) as error:  # a value the checks above let through
-        print(f"error: {args[0]} cannot be described: {type(error).__name__}: {error}", file=sys.stderr)
+    except Exception as error:  # noqa: BLE001  a value the checks let through: one line, never a traceback
+        print(_one_line(f"error: {args[0]} cannot be described: {type(error).__name__}: {error}"), file=sys.stderr)
         return 2
-    print(format_description(rows))
+    print(text)
     return 0
+
+
+def _one_line(message: str, limit: int = 1000) -> str:
+    """``message`` on one line (newlines become spaces), cut to ``limit`` characters."""
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
 class _CallableModule(types.ModuleType):

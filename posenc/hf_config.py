@@ -10,7 +10,7 @@ shell: ``python -m posenc.describe path/to/config.json``.
 
 The reading follows ``transformers`` 5: ``rope_parameters`` (or the older
 ``rope_scaling`` with ``rope_theta`` beside it; where a file has both, a non-empty
-``rope_scaling`` wins, as ``posenc.hf_families.raw_rope_parameters`` reads them),
+``rope_scaling`` wins, as ``posenc.hf_fields.raw_rope_parameters`` reads them),
 ``partial_rotary_factor`` (inside the parameters before the top-level key; GPT-NeoX's
 ``rotary_pct``), GPT-J's ``rotary_dim``, per-layer-type parameters
 (Gemma 3's ``layer_types``; the older ``sliding_window_pattern``,
@@ -26,18 +26,16 @@ without RoPE scales its queries, ``softmax_scale`` what multiplies ``q . k``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
-from .hf_families import (
+from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5
+from .hf_fields import (
+    MAX_HEAD_DIM,
     MAX_LAYERS,
-    build_alibi,
-    build_deepseek,
-    build_llama4,
-    build_t5,
+    config_dict,
     config_int,
+    config_mapping,
     config_number,
     raw_rope_parameters,
 )
@@ -77,43 +75,6 @@ _LENGTH_TYPES = ("llama3", "yarn", "longrope")  # they read the trained length f
 _NESTED = ("full_attention", "sliding_attention")  # Gemma 3's keys of per-layer-type rope_parameters
 
 
-def config_dict(config) -> dict:
-    """The configuration as a plain dict, its ``text_config`` (if any) merged over the top level.
-
-    Args:
-        config: A ``transformers`` configuration object (anything with ``to_dict()``; else
-            its ``vars()``), a mapping, or a ``str``/``Path`` of a ``config.json``.
-
-    Returns:
-        A new dict. For a multimodal configuration the text model's fields win, and
-        ``model_type`` is the text model's (``"gemma3_text"``, ``"qwen2_vl_text"``, ...).
-
-    Raises:
-        ValueError: If the path does not exist or is not JSON of an object, or ``config``
-            is none of the above.
-    """
-    if isinstance(config, (str, Path)):
-        path = Path(config)
-        if not path.is_file():
-            raise ValueError(f"config path {str(path)!r} is not a file; pass a config.json")
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    elif isinstance(config, Mapping):
-        cfg = dict(config)
-    elif hasattr(config, "to_dict"):
-        cfg = config.to_dict()
-    elif hasattr(config, "__dict__"):
-        cfg = dict(vars(config))
-    else:
-        raise ValueError(f"config must be a configuration object, a dict or a path, got {type(config).__name__}")
-    if not isinstance(cfg, dict):
-        raise ValueError(f"config must hold a JSON object, got {type(cfg).__name__}")
-    text = cfg.get("text_config")
-    if isinstance(text, Mapping):
-        outer = {key: value for key, value in cfg.items() if not key.endswith("_config")}
-        cfg = {**outer, **text, "model_type": text.get("model_type") or cfg.get("model_type")}
-    return json.loads(json.dumps(cfg))  # a deep copy: the builders may fill in defaults
-
-
 def _get(cfg: dict, key: str, default=None, *, required: bool = False):
     """``cfg[key]`` or one of its aliases, else the family default, else ``default``."""
     for name in (key, *ALIASES.get(key, ())):
@@ -128,9 +89,12 @@ def _get(cfg: dict, key: str, default=None, *, required: bool = False):
 def _head_dim(cfg: dict, *, explicit: bool = True) -> int:
     """``head_dim`` if given (and ``explicit``), else ``hidden_size // num_attention_heads``."""
     if explicit and _get(cfg, "head_dim") is not None:
-        return config_int(cfg, "head_dim", _get(cfg, "head_dim"))
+        return config_int(cfg, "head_dim", _get(cfg, "head_dim"), MAX_HEAD_DIM)
     width = config_int(cfg, "hidden_size", _get(cfg, "hidden_size", required=True))
-    return width // config_int(cfg, "num_attention_heads", _get(cfg, "num_attention_heads", required=True))
+    heads = config_int(cfg, "num_attention_heads", _get(cfg, "num_attention_heads", required=True))
+    if width // heads > MAX_HEAD_DIM:  # every layer builds a table per pair: 2**40 would exhaust memory
+        raise ValueError(f"config's hidden_size // num_attention_heads = {width // heads} must be <= {MAX_HEAD_DIM}")
+    return width // heads
 
 
 def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool = False) -> tuple[float, dict | None]:
@@ -144,10 +108,13 @@ def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool
     params = {key: value for key, value in dict(params or {}).items() if key != "partial_rotary_factor"}
     legacy = params.pop("type", None)
     rope_type = params.setdefault("rope_type", legacy or "default")
-    base = config_number(cfg, "rope_theta", params.pop("rope_theta", None) or theta)
+    inside = params.pop("rope_theta", None)  # a falsy base (0, [], {}) is an error, not the default
+    base = config_number(cfg, "rope_theta", theta if inside is None else inside)
     if rope_type == "default":
         return base, None
     length, key = _get(cfg, "max_position_embeddings"), "original_max_position_embeddings"
+    if length is not None:  # NaN, -1 or True would silently give LongRoPE an attention factor of 1
+        length = config_int(cfg, "max_position_embeddings", length)
     if rope_type in _LENGTH_TYPES:
         if not nested and _get(cfg, key) is not None:
             # transformers gives the top-level value priority, the class default included (Phi-3's 4096)
@@ -156,8 +123,8 @@ def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool
             params[key] = length if length is not None else _get(cfg, key)
     if rope_type == "dynamic":
         params[key] = length  # transformers' dynamic update reads config.max_position_embeddings
-    if rope_type in ("yarn", "longrope") and params.get("factor") is None and length and params.get(key):
-        ratio = length / params[key]
+    if rope_type in ("yarn", "longrope") and params.get("factor") is None and length and params.get(key) is not None:
+        ratio = length / config_int(cfg, key, params[key])
         if ratio >= 1 or rope_type == "yarn":
             params["factor"] = ratio
         else:  # transformers: no attention factor for a factor <= 1
@@ -223,19 +190,44 @@ def build_gpt_neox(cfg: dict) -> list:
 def build_gptj(cfg: dict) -> list:
     """GPT-J: interleaved RoPE on the first ``rotary_dim`` channels, base 10000 (fixed in transformers)."""
     head_dim = _head_dim(cfg, explicit=False)
-    rotary_dim = _get(cfg, "rotary_dim") or head_dim  # None rotates the whole head
+    rotary_dim = _get(cfg, "rotary_dim")  # None rotates the whole head; 0, [] or {} is an error, not the head
+    rotary_dim = head_dim if rotary_dim is None else config_int(cfg, "rotary_dim", rotary_dim)
     layer = RopeLayer(
-        head_dim=head_dim, rotary_dim=int(rotary_dim), base=10_000.0, layout="interleaved", softmax_scale=head_dim**-0.5
+        head_dim=head_dim, rotary_dim=rotary_dim, base=10_000.0, layout="interleaved", softmax_scale=head_dim**-0.5
     )
     return [layer] * _num_layers(cfg)
 
 
 def _gemma3_layer_types(cfg: dict) -> list[str]:
-    if cfg.get("layer_types"):
-        return list(cfg["layer_types"])
-    pattern = int(_get(cfg, "sliding_window_pattern"))
-    # every pattern-th layer (1-based) attends globally, the others within the sliding window
-    return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(_num_layers(cfg))]
+    """Each layer's type: ``layer_types`` (one per layer, ``"attention"`` read as ``"full_attention"``,
+    as ``transformers`` 5 remaps it), else every ``sliding_window_pattern``-th layer global."""
+    n, kinds = _num_layers(cfg), cfg.get("layer_types")
+    if kinds is None:
+        pattern = config_int(cfg, "sliding_window_pattern", _get(cfg, "sliding_window_pattern"))
+        # every pattern-th layer (1-based) attends globally, the others within the sliding window
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+    if not isinstance(kinds, (list, tuple)) or len(kinds) != n:
+        size = f"{len(kinds)} entries" if isinstance(kinds, (list, tuple)) else f"{kinds!r:.80}"
+        raise ValueError(f"config['layer_types'] must be a list of num_hidden_layers = {n} names, got {size}")
+    kinds = ["full_attention" if kind == "attention" else kind for kind in kinds]
+    bad = [kind for kind in kinds if kind not in _NESTED]
+    if bad:
+        raise ValueError(
+            f"config['layer_types'] entries must be one of {', '.join(map(repr, _NESTED))}, got {bad[0]!r:.80}"
+        )
+    return kinds
+
+
+def _gemma3_rope(cfg: dict) -> dict:
+    """``{layer type: (base, scaling)}`` as ``transformers`` 5 fills Gemma 3's ``rope_parameters`` in: one dict
+    per layer type (a flat dict is ignored, as there), ``rope_scaling`` updating the global one, and a base
+    left out taken from ``rope_theta`` (global layers) or ``rope_local_base_freq`` (local ones)."""
+    params = config_mapping(cfg, "rope_parameters", cfg.get("rope_parameters"))
+    per_type = {key: config_mapping(cfg, f"rope_parameters.{key}", params.get(key)) for key in _NESTED}
+    per_type = {key: value or {"rope_type": "default"} for key, value in per_type.items()}
+    per_type["full_attention"].update(config_mapping(cfg, "rope_scaling", cfg.get("rope_scaling")))
+    theta = {"full_attention": _get(cfg, "rope_theta"), "sliding_attention": _get(cfg, "rope_local_base_freq")}
+    return {key: _rope_setup(cfg, per_type[key], theta=theta[key], nested=True) for key in _NESTED}
 
 
 def build_gemma3(cfg: dict) -> list:
@@ -245,21 +237,10 @@ def build_gemma3(cfg: dict) -> list:
     ``query_pre_attn_scalar ** -0.5``.
     """
     head_dim = _head_dim(cfg)
-    params = cfg.get("rope_parameters") or {}
-    if any(key in params for key in _NESTED):  # transformers 5: one dict per layer type
-        # a base left out of a layer type's dict: the top-level one for that type, as transformers fills it in
-        theta = {"full_attention": _get(cfg, "rope_theta"), "sliding_attention": _get(cfg, "rope_local_base_freq")}
-        per_type = {key: _rope_setup(cfg, params.get(key), theta=theta[key], nested=True) for key in _NESTED}
-    else:  # older files: rope_scaling (for the global layers), rope_theta, rope_local_base_freq
-        local = {"rope_type": "default", "rope_theta": _get(cfg, "rope_local_base_freq")}
-        per_type = {
-            "full_attention": _rope_setup(cfg, params or cfg.get("rope_scaling"), theta=_get(cfg, "rope_theta")),
-            "sliding_attention": _rope_setup(cfg, local, theta=10_000.0),
-        }
     scale = config_number(cfg, "query_pre_attn_scalar", _get(cfg, "query_pre_attn_scalar")) ** -0.5
     layers = {
         kind: RopeLayer(head_dim=head_dim, rotary_dim=head_dim, base=base, scaling=scaling, softmax_scale=scale)
-        for kind, (base, scaling) in per_type.items()
+        for kind, (base, scaling) in _gemma3_rope(cfg).items()
     }
     return [layers[kind] for kind in _gemma3_layer_types(cfg)]
 
@@ -327,8 +308,8 @@ def from_hf_config(config) -> list:
     """
     cfg = config_dict(config)
     model_type = cfg.get("model_type")
-    if model_type not in FAMILIES:
-        raise ValueError(f"model_type {model_type!r} is not supported; supported: {', '.join(sorted(FAMILIES))}")
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
+        raise ValueError(f"model_type {model_type!r:.80} is not supported; supported: {', '.join(sorted(FAMILIES))}")
     return FAMILIES[model_type](cfg)
 
 

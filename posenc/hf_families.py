@@ -30,7 +30,17 @@ import math
 from collections.abc import Mapping
 
 from ._checks import check_even_dim
+from .hf_fields import (
+    MAX_HEAD_DIM,
+    MAX_LAYERS,
+    config_flags,
+    config_int,
+    config_mapping,
+    config_number,
+    raw_rope_parameters,
+)
 from .hf_layers import ALiBiLayer, NoPELayer, RotaryLayer, T5BiasLayer
+from .rotary import rope_inv_freq
 from .t5 import T5RelativeBias
 
 _REQUIRED = object()
@@ -48,32 +58,11 @@ def _get(cfg: Mapping, *names: str, default=_REQUIRED):
     return default
 
 
-#: The most layers a config may declare: one object per layer is built, so 10**9 would exhaust memory.
-MAX_LAYERS = 1 << 16
-
-
-def config_int(cfg: Mapping, name: str, value, maximum: int | None = None) -> int:
-    """``value``, the config field ``name``, if it is an int >= 1 (and <= ``maximum``); else a ``ValueError``
-    naming the field, the family and the value (a string, a float, NaN or infinity would crash or mislead)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (maximum and value > maximum):
-        family, most = cfg.get("model_type"), f" and <= {maximum}" if maximum else ""
-        raise ValueError(f"config[{name!r}] must be an int >= 1{most}, got {value!r:.80} (model_type {family!r})")
-    return value
-
-
-def config_number(cfg: Mapping, name: str, value) -> float:
-    """``value``, the config field ``name``, as a float if it is a finite number > 0; else a ``ValueError``
-    naming the field, the family and the value (``float()`` of a string, NaN or infinity would not say)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        family = cfg.get("model_type")
-        raise ValueError(f"config[{name!r}] must be a finite number > 0, got {value!r:.80} (model_type {family!r})")
-    return float(value)
-
-
 def _int(cfg: Mapping, *names: str, default=_REQUIRED) -> int:
     value = _get(cfg, *names, default=default)
     name = next((name for name in names if cfg.get(name) is not None), names[0])
-    return config_int(cfg, name, value, MAX_LAYERS if "layer" in name else None)
+    most = MAX_LAYERS if "layer" in name else MAX_HEAD_DIM if "head_dim" in name or name == "d_kv" else None
+    return config_int(cfg, name, value, most)
 
 
 def _as_dict(cfg) -> dict:
@@ -82,23 +71,14 @@ def _as_dict(cfg) -> dict:
     return dict(cfg)
 
 
-def raw_rope_parameters(cfg: Mapping) -> dict:
-    """The RoPE parameters as written, read as ``transformers`` 5 reads them: ``rope_scaling``
-    when it is given and not empty, else ``rope_parameters`` (``convert_rope_params_to_dict``)."""
-    params = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    if not isinstance(params, Mapping):
-        raise ValueError(f"config's rope_parameters (or rope_scaling) must be a dict, got {params!r:.80}")
-    return dict(params)
-
-
 def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     """A model's RoPE parameters as one ``rope_parameters`` dict with ``rope_type`` and ``rope_theta``.
 
     ``transformers`` 5 keeps them in ``rope_parameters``; older ``config.json`` files in
     ``rope_theta`` and ``rope_scaling`` (with ``"type"`` for ``"rope_type"``). As
     ``transformers`` does, a YaRN ``factor`` left out is ``max_position_embeddings /
-    original_max_position_embeddings``, and a dynamic NTK ``original_max_position_embeddings``
-    is ``max_position_embeddings``.
+    original_max_position_embeddings``, and a missing ``original_max_position_embeddings``
+    is ``max_position_embeddings`` (llama3, YaRN, LongRoPE, dynamic NTK).
 
     Args:
         cfg: The model's configuration dict.
@@ -110,15 +90,21 @@ def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     params = raw_rope_parameters(cfg)
     legacy = params.pop("type", "default")
     params.setdefault("rope_type", legacy)
-    params.setdefault("rope_theta", config_number(cfg, "rope_theta", cfg.get("rope_theta") or default_theta))
-    top = cfg.get("original_max_position_embeddings")
-    if params["rope_type"] in ("llama3", "yarn", "longrope") and top is not None:
-        params["original_max_position_embeddings"] = top  # transformers' rope init: the top-level value wins
+    theta = cfg.get("rope_theta")  # a falsy base (0, [], {}) is an error, not the default
+    params.setdefault("rope_theta", config_number(cfg, "rope_theta", default_theta if theta is None else theta))
+    top, key = cfg.get("original_max_position_embeddings"), "original_max_position_embeddings"
     longest = cfg.get("max_position_embeddings")
-    if params["rope_type"] == "yarn" and params.get("factor") is None and longest:
-        params["factor"] = longest / params["original_max_position_embeddings"]
-    if params["rope_type"] == "dynamic" and params.get("original_max_position_embeddings") is None:
-        params["original_max_position_embeddings"] = longest
+    if longest is not None:
+        longest = config_int(cfg, "max_position_embeddings", longest)
+    if params["rope_type"] in ("llama3", "yarn", "longrope"):
+        if top is not None:
+            params[key] = top  # transformers' rope init: the top-level value wins
+        elif params.get(key) is None and longest is not None:
+            params[key] = longest  # standardize_rope_params: the trained length defaults to the longest
+    if params["rope_type"] == "yarn" and params.get("factor") is None and longest and params.get(key) is not None:
+        params["factor"] = longest / config_int(cfg, key, params[key])
+    if params["rope_type"] == "dynamic" and params.get(key) is None:
+        params[key] = longest
     return params
 
 
@@ -149,9 +135,11 @@ def build_llama4(cfg: dict) -> list:
     check_even_dim("config['head_dim']", head_dim)
     interval = _int(cfg, "no_rope_layer_interval", "nope_layer_interval", default=4)
     # transformers: 1 (RoPE) unless (i + 1) is a multiple of the interval; an empty list means the default
-    use_rope = cfg.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
-    if len(use_rope) < n:
-        raise ValueError(f"config['no_rope_layers'] must have num_hidden_layers = {n} entries, got {len(use_rope)}")
+    given = cfg.get("no_rope_layers")
+    if given is None or isinstance(given, (list, tuple)) and not given:
+        use_rope = [int((i + 1) % interval != 0) for i in range(n)]
+    else:  # transformers: exactly one int per layer (a longer list fails its layer_types check)
+        use_rope = config_flags(cfg, "no_rope_layers", given, n)
     params = rope_parameters(cfg, 500000.0)
     temperature = None
     if cfg.get("attn_temperature_tuning", True):
@@ -211,6 +199,7 @@ def build_deepseek(cfg: dict) -> list:
         style = "complex"
     else:  # transformers tests the flag's truth: None means no
         style = "deinterleave" if cfg.get("rope_interleave", True) else "half"
+    rope_inv_freq(rope, scaling=params)  # bad parameters raise here, before the softmax scale reads them
     common = {"softmax_scale": deepseek_softmax_scale(nope + rope, params), "num_heads": heads}
     return [
         RotaryLayer("mla_rope", rotary_dim=rope, rope_parameters=params, style=style, head_dim=nope + rope, **common)
@@ -245,7 +234,7 @@ def build_alibi(cfg: dict) -> list:
     elif model_type == "mpt":
         n, heads = _int(cfg, "n_layers", "num_hidden_layers"), _int(cfg, "n_heads", "num_attention_heads")
         hidden, max_seq_len = _int(cfg, "d_model", "hidden_size"), _int(cfg, "max_seq_len", default=2048)
-        scale = (cfg.get("attn_config") or {}).get("softmax_scale")
+        scale = config_mapping(cfg, "attn_config", cfg.get("attn_config")).get("softmax_scale")
     else:
         raise ValueError(f"model_type must be 'bloom', 'mpt' or 'falcon' for ALiBi, got {model_type!r}")
     if hidden % heads:

@@ -63,3 +63,15 @@ def layout_permutation(dim: int, *, src: str = "interleaved", dst: str = "concat
         return to_concat
     # concat -> interleaved: channel 2i takes i, channel 2i + 1 takes i + d/2.
     return torch.stack([torch.arange(half), torch.arange(half) + half], dim=-1).reshape(dim)
+
+
+def cos_sin_from_angles(
+    angles: torch.Tensor, head_dim: int, layout: str, attention_factor: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin ``[..., head_dim]`` laid out as ``layout`` (a rotary one) from one angle per pair
+    ``[..., p]``, times ``attention_factor``; pairs past ``p`` get angle 0 (axial RoPE, M-RoPE)."""
+    angles = torch.nn.functional.pad(angles, (0, head_dim // 2 - angles.shape[-1]))  # [..., p] -> [..., d/2]
+    cos, sin = torch.cos(angles) * attention_factor, torch.sin(angles) * attention_factor  # x 1.0 is exact
+    if layout == "half":
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)  # [..., d]
+    return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)  # [..., d]

@@ -74,7 +74,7 @@ def check_cu_seqlens(cu_seqlens, *, total: int | None = None) -> torch.Tensor:
     Raises:
         TypeError: If ``cu_seqlens`` does not hold integers.
         ValueError: If it is not 1-D with at least one entry, does not start
-            at 0, decreases, or does not end at ``total``.
+            at 0, decreases, ends past ``INT32_MAX`` tokens, or does not end at ``total``.
     """
     cu = _integer_tensor("cu_seqlens", cu_seqlens)
     if cu.dim() != 1 or cu.numel() == 0:
@@ -91,6 +91,8 @@ def check_cu_seqlens(cu_seqlens, *, total: int | None = None) -> torch.Tensor:
             f"cu_seqlens must be nondecreasing (sequence lengths >= 0), got cu_seqlens[{k}] = {values[k]} "
             f"< cu_seqlens[{k - 1}] = {values[k - 1]}"
         )
+    if values[-1] > INT32_MAX:  # positions and ids are one entry per token: refused before they are built
+        raise ValueError(f"cu_seqlens must end at most at {INT32_MAX} (int32 cu_seqlens), got {values[-1]}")
     if total is not None and values[-1] != total:
         raise ValueError(
             f"cu_seqlens must end at the number of packed tokens {total}, got cu_seqlens[-1] = {values[-1]}"

@@ -39,8 +39,9 @@ from ._checks import (
     check_number,
     check_positive_int,
     check_real,
+    check_table_size,
 )
-from .layout import ROPE_LAYOUTS
+from .layout import ROPE_LAYOUTS, cos_sin_from_angles
 from .rope_scaling import ROPE_SCALINGS
 from .rotary import apply_rope, rope_inv_freq
 
@@ -48,25 +49,15 @@ from .rotary import apply_rope, rope_inv_freq
 AXIAL_FREQS = ("lang", "pixel")
 
 
-def _cos_sin_from_angles(
-    angles: torch.Tensor, head_dim: int, layout: str, attention_factor: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin ``[..., head_dim]`` of one angle per pair ``[..., p]``; pairs past ``p`` get angle 0."""
-    angles = torch.nn.functional.pad(angles, (0, head_dim // 2 - angles.shape[-1]))  # [..., p] -> [..., d/2]
-    cos, sin = torch.cos(angles) * attention_factor, torch.sin(angles) * attention_factor  # x 1.0 is exact
-    if layout == "half":
-        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)  # [..., d]
-    return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)  # [..., d]
-
-
 # --- Axial RoPE ---
 
 
-def _grid_positions(shape, freqs_for: str, offsets, dtype: torch.dtype, device) -> torch.Tensor:
+def _grid_positions(shape, freqs_for: str, offsets, dtype: torch.dtype, device, *, width: int) -> torch.Tensor:
     """``[*shape, len(shape)]`` positions: ``0 .. n-1`` ("lang") or ``linspace(-1, 1, n)`` ("pixel") per axis."""
     if isinstance(shape, int) or not isinstance(shape, Sequence) or not shape:
         raise ValueError(f"shape must be a non-empty tuple of axis lengths such as (H, W), got {shape!r}")
     shape = tuple(check_positive_int(f"shape[{a}]", n) for a, n in enumerate(shape))
+    check_table_size("grid", shape, math.prod(shape) * max(width, len(shape)))  # the tables are [*grid, width]
     offsets = [0.0] * len(shape) if offsets is None else as_positions(offsets, "offsets").reshape(-1).tolist()
     if len(offsets) != len(shape):
         raise ValueError(f"offsets must have one number per axis ({len(shape)}), got {len(offsets)}")
@@ -194,12 +185,12 @@ def axial_cos_sin(
             raise ValueError(f"grid as a tensor must be positions [..., num_axes], with offsets=None; got {grid.shape}")
         positions = grid
     else:
-        positions = _grid_positions(grid, freqs_for, offsets, angle_dtype, device)
+        positions = _grid_positions(grid, freqs_for, offsets, angle_dtype, device, width=head_dim)
     axis_dim = _axis_dim(head_dim, positions.shape[-1], axis_dim)
     angles = axial_rope_angles(
         positions, axis_dim, freqs_for=freqs_for, base=base, max_freq=max_freq, angle_dtype=angle_dtype
     )  # [..., num_axes * axis_dim/2]
-    cos, sin = _cos_sin_from_angles(angles, head_dim, layout)
+    cos, sin = cos_sin_from_angles(angles, head_dim, layout)
     return cos.to(positions.device, dtype), sin.to(positions.device, dtype)
 
 
@@ -256,7 +247,8 @@ class AxialRotaryEmbedding(nn.Module):
 
     def cos_sin(self, grid: Sequence[int], *, offsets=None, device=None, dtype=torch.float32):
         """The ``(cos, sin)`` tables ``[*grid, head_dim]`` this module rotates with (cached per grid)."""
-        key = (tuple(grid), None if offsets is None else tuple(offsets), torch.device(device or "cpu"), dtype)
+        offsets = None if offsets is None else tuple(as_positions(offsets, "offsets").reshape(-1).tolist())
+        key = (tuple(grid), offsets, torch.device(device or "cpu"), dtype)  # hashable: [[0, 0]] is (0, 0)
         if key not in self._tables:
             if len(self._tables) >= 8:  # bounded: a model sees a handful of grid shapes
                 self._tables.clear()
@@ -396,5 +388,5 @@ def mrope_cos_sin(
     every = positions.to(work, angle_dtype).unsqueeze(-1) * inv_freq  # [n, ..., d/2]
     index = axes.to(work).view(1, *[1] * (positions.dim() - 1), -1)  # [1, 1.., d/2]
     angles = torch.take_along_dim(every, index, dim=0).squeeze(0)  # [..., d/2]
-    cos, sin = _cos_sin_from_angles(angles, head_dim, layout, factor)
+    cos, sin = cos_sin_from_angles(angles, head_dim, layout, factor)
     return cos.to(positions.device, dtype), sin.to(positions.device, dtype)

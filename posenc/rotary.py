@@ -302,7 +302,7 @@ def apply_rope(
         ValueError: If the layout or backend is unknown, ``x``'s last dim is
             odd, ``cos`` and ``sin`` do not have one shape broadcastable to
             ``x`` with an even last dim ``<= head_dim``, ``inplace`` would
-            overwrite a leaf that requires grad, or ``backend="triton"``
+            overwrite a leaf that requires grad or an expanded ``x``, or ``backend="triton"``
             cannot run on these tensors.
     """
     signature = _signature(x, cos, sin, layout, backend, inplace=inplace)
@@ -336,7 +336,8 @@ def _signature(x, cos, sin, layout: str, backend: str, *, inplace: bool) -> tupl
     """All that apply_rope's checks and its choice of path depend on (None if an argument is not a tensor)."""
     try:
         shapes = (x.shape, cos.shape, sin.shape, x.dtype, cos.dtype, sin.dtype)
-        return (*shapes, layout, backend, x.is_cuda, bool(inplace), bool(inplace) and x.requires_grad)
+        written = x.stride() if inplace else None  # an expanded x (a stride 0) cannot be written in place
+        return (*shapes, layout, backend, x.is_cuda, bool(inplace), bool(inplace) and x.requires_grad, written)
     except AttributeError:
         return None
 

@@ -171,3 +171,17 @@ def test_load_results_names_what_is_wrong(tmp_path):
     (tmp_path / "typed" / "gpu_x.json").write_text(json.dumps(result | {"results": {"a": 1}}))
     with pytest.raises(ValueError, match=r"'date' must be a string and 'results' a list, got str and dict"):
         load_results(tmp_path / "typed")
+
+
+def test_ctrl_c_during_the_runs_exits_130_in_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """R9: Ctrl-C printed a KeyboardInterrupt traceback (exit -2); as the experiments' command line: one line, 130."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_benchmark", interrupted)
+    out = tmp_path / "r.json"
+    assert cli.main(["--device", "cpu", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m posenc.benchmark interrupted;"), err
+    assert not out.exists()

@@ -6,6 +6,7 @@ Every command here trains one or two models of a few hundred parameters for two 
 import copy
 import json
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -290,3 +291,35 @@ def test_train_tiny_interrupted_restores_the_mode(error, training):
     assert model.training is training
     train_tiny(model.train(training), ReverseTask(), steps=1, length=4, batch_size=2)
     assert model.training is False  # a finished run ends in evaluation mode, as before
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--train-length", "100000000"],
+            r"train_length \* max\(multipliers\) must be <= MAX_LENGTH = 4096 .*200000000",
+        ),
+        (["--num-examples", "1000000000"], r"num_examples must be <= MAX_EXAMPLES = 1048576, got 1000000000"),
+    ],
+)
+def test_sizes_past_the_documented_bound_are_refused_before_training(tmp_path, capsys, no_training, extra, message):
+    """H3: --train-length 10**8 ran out of memory after starting; --num-examples 10**9 would run for days."""
+    assert re.search(message, refused(capsys, tiny(tmp_path / "r.json", extra=extra)))
+
+
+def test_ctrl_c_while_the_command_line_loads_exits_130_in_one_line(monkeypatch, capsys):
+    """R9: a KeyboardInterrupt outside the runs printed a traceback (exit -2); now one line and 130, as during them."""
+    import runpy
+
+    from posenc.experiments import cli
+
+    def interrupted(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "main", interrupted)
+    with pytest.raises(SystemExit) as info:
+        runpy.run_module("posenc.experiments", run_name="__main__")
+    assert info.value.code == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err

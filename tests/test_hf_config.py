@@ -622,3 +622,278 @@ def test_gemma3_nested_parameters_without_a_base_take_the_top_level_ones():
     layer_types = transformers.Gemma3TextConfig(**copy).layer_types
     assert [row["theta"] for row in rows] == [theirs[kind]["rope_theta"] for kind in layer_types]
     assert {row["theta"] for row in rows} == {5e5, 2e4}
+
+
+LLAMA_SMALL = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+PHI3_LONGROPE_SMALL = {
+    "model_type": "phi3", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1,
+    "original_max_position_embeddings": 16,
+    "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8},
+}  # fmt: skip
+GEMMA3_SMALL = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+                "num_hidden_layers": 6, "rope_theta": 5e5, "rope_local_base_freq": 2e4}  # fmt: skip
+LLAMA4_SMALL = {"model_type": "llama4_text", "num_hidden_layers": 4, "num_attention_heads": 2, "head_dim": 8}
+DEEPSEEK_SMALL = {"model_type": "deepseek_v3", "num_hidden_layers": 1, "num_attention_heads": 2}
+GPTJ_SMALL = {"model_type": "gptj", "n_embd": 64, "n_head": 4, "n_layer": 1}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"rope_parameters": {"rope_type": "linear", "factor": 8.0}},
+        {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e5}},
+        {"rope_scaling": {"type": "linear", "factor": 4.0}},  # transformers keeps rope_type "default" here
+        {"layer_types": ["attention", "sliding_attention"] * 3},  # "attention" is remapped to full_attention
+    ],
+)
+def test_gemma3_reads_rope_parameters_and_layer_types_as_transformers(extra):
+    """A flat (not per-layer-type) rope_parameters is ignored by Gemma3TextConfig, which fills in one default
+    dict per layer type; posenc applied it to the global layers (W5). A legacy "attention" layer type is
+    transformers' full_attention (R4)."""
+    raw = {**GEMMA3_SMALL, **extra}
+    ours = describe(raw)
+    config = transformers.Gemma3TextConfig(
+        **json.loads(json.dumps({k: v for k, v in raw.items() if k != "model_type"}))
+    )
+    theirs = {
+        kind: params["rope_type"] for kind, params in config.rope_parameters.items() if kind in config.layer_types
+    }
+    assert [row["theta"] for row in ours] == [config.rope_parameters[kind]["rope_theta"] for kind in config.layer_types]
+    expected = [None if theirs[kind] == "default" else theirs[kind] for kind in config.layer_types]
+    assert [row["scaling"] and row["scaling"].split()[0] for row in ours] == expected
+
+
+MUST_BE_INT = r"must be an int >= 1, got"
+MUST_BE_DICT = r"must be a dict \(a JSON object\) or null, got"
+
+
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        # W11: per-layer lists of the wrong length or type
+        ({**GEMMA3_SMALL, "layer_types": ["sliding_attention"] * 5},
+         r"config\['layer_types'\] must be a list of num_hidden_layers = 6 names, got 5 entries"),
+        ({**GEMMA3_SMALL, "layer_types": ["sliding_attention"] * 7}, r"num_hidden_layers = 6 names, got 7 entries"),
+        ({**GEMMA3_SMALL, "layer_types": ["global"] * 6},
+         r"config\['layer_types'\] entries must be one of 'full_attention', 'sliding_attention', got 'global'"),
+        ({**GEMMA3_SMALL, "layer_types": "full_attention"}, r"layer_types'\] must be a list .*got 'full_attention'"),
+        ({**LLAMA4_SMALL, "no_rope_layers": [1, 1, 1, 0, 1]},
+         r"config\['no_rope_layers'\] must have num_hidden_layers = 4 entries, got 5"),
+        ({**LLAMA4_SMALL, "no_rope_layers": "0000"}, r"config\['no_rope_layers'\] must be a list of ints .*got '0000'"),
+        ({**LLAMA4_SMALL, "no_rope_layers": 5}, r"config\['no_rope_layers'\] must be a list of ints .*got 5"),
+        # W11: falsy garbage is not replaced by a default
+        ({**LLAMA_SMALL, "rope_parameters": {"rope_type": "default", "rope_theta": 0}},
+         r"config\['rope_theta'\] must be a finite number > 0, got 0"),
+        ({**LLAMA4_SMALL, "rope_theta": 0}, r"config\['rope_theta'\] must be a finite number > 0, got 0"),
+        ({**GPTJ_SMALL, "rotary_dim": []}, rf"config\['rotary_dim'\] {MUST_BE_INT} \[\]"),
+        ({**GPTJ_SMALL, "rotary_dim": {}}, rf"config\['rotary_dim'\] {MUST_BE_INT} \{{\}}"),
+        # W11: Phi-3 LongRoPE's longest length
+        *[({**PHI3_LONGROPE_SMALL, "max_position_embeddings": value}, rf"_embeddings'\] {MUST_BE_INT} {text}")
+          for value, text in ((float("nan"), "nan"), (-1, "-1"), (True, "True"))],
+        # R2: divisions by zero
+        ({**GEMMA3_SMALL, "sliding_window_pattern": 0}, rf"config\['sliding_window_pattern'\] {MUST_BE_INT} 0"),
+        ({**DEEPSEEK_SMALL, "max_position_embeddings": 100,
+          "rope_scaling": {"type": "yarn", "factor": None, "original_max_position_embeddings": 0}},
+         rf"config\['original_max_position_embeddings'\] {MUST_BE_INT} 0"),
+        ({**LLAMA_SMALL, "max_position_embeddings": 100,
+          "rope_scaling": {"type": "yarn", "original_max_position_embeddings": 0}},
+         rf"config\['original_max_position_embeddings'\] {MUST_BE_INT} 0"),
+        # R3: wrong container types
+        ({**LLAMA_SMALL, "rope_parameters": "linear"}, rf"config\['rope_parameters'\] {MUST_BE_DICT} 'linear'"),
+        ({**LLAMA_SMALL, "rope_scaling": 5}, rf"config\['rope_scaling'\] {MUST_BE_DICT} 5"),
+        ({**LLAMA_SMALL, "rope_scaling": ["linear"]}, rf"config\['rope_scaling'\] {MUST_BE_DICT} \['linear'\]"),
+        ({**GEMMA3_SMALL, "rope_parameters": "linear"}, rf"config\['rope_parameters'\] {MUST_BE_DICT} 'linear'"),
+        ({**GEMMA3_SMALL, "rope_parameters": {"full_attention": "linear"}},
+         rf"config\['rope_parameters'\]\['full_attention'\] {MUST_BE_DICT} 'linear'"),
+        ({"model_type": "mpt", "n_layers": 1, "n_heads": 2, "d_model": 8, "attn_config": "x"},
+         rf"config\['attn_config'\] {MUST_BE_DICT} 'x'"),
+        ({"model_type": ["llama"]}, r"model_type \['llama'\] is not supported; supported: "),
+        # H3: sizes past the documented bound
+        ({**LLAMA_SMALL, "head_dim": 2**40}, r"config\['head_dim'\] must be an int >= 1 and <= 65536, got 10995116"),
+        ({**LLAMA_SMALL, "hidden_size": 2**62, "num_attention_heads": 1},
+         r"hidden_size // num_attention_heads = 4611686018427387904 must be <= 65536"),
+        ({**LLAMA4_SMALL, "head_dim": 2**62}, r"config\['head_dim'\] must be an int >= 1 and <= 65536, got 4611686"),
+    ],
+)  # fmt: skip
+def test_a_malformed_config_is_a_clear_error(cfg, message):
+    """Each of these was accepted with a wrong or default result, or crashed with a builtin error (W11, R2, R3, H3)."""
+    with pytest.raises(ValueError, match=message):
+        from_hf_config(cfg)
+
+
+def test_deepseek_yarn_without_factor_or_original_length_reads_as_transformers():
+    """transformers fills original_max_position_embeddings with max_position_embeddings, then the factor with
+    their ratio, 1 (R5: a bare KeyError before)."""
+    cfg = {**DEEPSEEK_SMALL, "max_position_embeddings": 100, "rope_scaling": {"type": "yarn"}}
+    layer = from_hf_config(cfg)[0]
+    assert layer.rope_parameters["original_max_position_embeddings"] == 100
+    assert layer.rope_parameters["factor"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", r"config file '.*config\.json' is empty"),
+        (b"{x", r"config file '.*config\.json' is not JSON: Expecting property name .* at line 1 column 2"),
+        (b"\xef\xbb\xbf{}", r"config file '.*config\.json' starts with a byte-order mark"),
+        (b"\xff\xfe{}", r"config file '.*config\.json' is not UTF-8 text: byte 0 is 0xff"),
+        (b"[" * 100_000 + b"]" * 100_000, r"config file '.*config\.json' is nested more than 64 levels deep"),
+        (b'{"a":' * 100 + b"1" + b"}" * 100, r"config is nested more than 64 levels deep"),
+    ],
+)
+def test_a_config_file_that_is_not_json_is_named(tmp_path, content, message):
+    """R6: JSONDecodeError, UnicodeDecodeError and RecursionError became one ValueError naming the file."""
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        config_dict(path)
+
+
+@pytest.mark.parametrize(
+    "cfg, error, message",
+    [
+        ({"model_type": "llama", "x": {1, 2}}, TypeError, r"config\['x'\] must be a JSON value .*got set"),
+        ({"model_type": "llama", (1, 2): 3}, TypeError, r"config keys must be strings, got \(1, 2\) \(tuple\)"),
+    ],
+)
+def test_a_config_dict_that_json_cannot_hold_is_named(cfg, error, message):
+    """R6: a set value or a tuple key is named (json's own TypeError did not say where)."""
+    with pytest.raises(error, match=message):
+        config_dict(cfg)
+
+
+def test_a_deeply_nested_config_dict_is_refused_without_recursion_error():
+    deep: dict = {"model_type": "llama"}
+    node = deep
+    for _ in range(5_000):
+        node["a"] = {}
+        node = node["a"]
+    with pytest.raises(ValueError, match=r"config is nested more than 64 levels deep, at config\['a'\]"):
+        config_dict(deep)
+    # what json itself turns into text still reads the same: int keys and tuples as JSON spells them
+    assert config_dict({"model_type": "llama", "id2label": {0: "a"}, "t": (1, 2)}) == json.loads(
+        json.dumps({"model_type": "llama", "id2label": {0: "a"}, "t": (1, 2)})
+    )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [OverflowError("int too large"), RecursionError("deep"), ZeroDivisionError("division by zero"),
+     AttributeError("'str' object has no attribute 'get'"), MemoryError(), KeyError("global")],
+)  # fmt: skip
+def test_the_command_line_prints_one_line_and_exits_2_on_any_error(monkeypatch, capsys, error):
+    """R7: whatever escapes the checks, python -m posenc.describe prints one line naming the file and the
+    error type, never a traceback or a bare key name."""
+    cli = importlib.import_module("posenc.describe")
+
+    def fail(config):
+        raise error
+
+    monkeypatch.setattr(cli, "describe", fail)
+    assert cli.main(["some/config.json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"error: some/config.json cannot be described: {type(error).__name__}"), err
+
+
+# Where posenc reads a configuration differently from transformers, on purpose (the API page lists these).
+
+LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1}
+STRICTER = {  # rope_scaling that transformers warns about and computes with, and posenc refuses
+    "a rope_type posenc does not implement": {"rope_type": "proportional", "factor": 2.0},
+    "an unknown extra key": {"rope_type": "linear", "factor": 2.0, "colour": "red"},
+    "factor below 1": {"rope_type": "linear", "factor": 0.5},
+    "factor True": {"rope_type": "linear", "factor": True},
+    "beta_fast below beta_slow": {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "beta_fast": 1.0,
+        "beta_slow": 32.0,
+        "original_max_position_embeddings": 64,
+    },
+    "high_freq_factor below low_freq_factor": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 4.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 64,
+    },
+}
+
+
+def _transformers_llama_cos(config: dict) -> torch.Tensor:
+    import warnings
+
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    fields = {k: v for k, v in json.loads(json.dumps(config)).items() if k != "model_type"}  # it fills in dicts
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rotary = LlamaRotaryEmbedding(LlamaConfig(**fields))
+    cos, _ = rotary(torch.zeros(1, 4, 16), torch.arange(4)[None])
+    return cos
+
+
+@pytest.mark.parametrize("name", list(STRICTER))
+def test_posenc_refuses_rope_parameters_that_transformers_computes_with(name):
+    config = {**LLAMA, "max_position_embeddings": 256, "rope_scaling": STRICTER[name]}
+    assert torch.isfinite(_transformers_llama_cos(config)).all()
+    with pytest.raises((ValueError, TypeError), match="scaling"):
+        from_hf_config(config)
+
+
+def test_posenc_refuses_gptj_rotary_dim_0_on_which_transformers_fails_at_run_time():
+    import warnings
+
+    from transformers import GPTJConfig
+    from transformers.models.gptj.modeling_gptj import GPTJAttention
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        attention = GPTJAttention(GPTJConfig(n_embd=64, n_head=4, n_layer=1, rotary_dim=0), layer_idx=0)
+    with pytest.raises(RuntimeError, match="size of tensor"):
+        attention(torch.randn(1, 5, 64), position_ids=torch.arange(5)[None])
+    config = {"model_type": "gptj", "n_embd": 64, "n_head": 4, "n_layer": 1, "rotary_dim": 0}
+    with pytest.raises(ValueError, match="rotary_dim"):
+        from_hf_config(config)
+
+
+def test_posenc_needs_the_trained_length_where_transformers_takes_its_class_default():
+    config = {**LLAMA, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}  # no length at all
+    assert torch.isfinite(_transformers_llama_cos(config)).all()  # LlamaConfig's default, 2048
+    with pytest.raises(ValueError, match="original_max_position_embeddings"):
+        from_hf_config(config)
+
+
+def test_posenc_bounds_sizes_that_transformers_would_allocate():
+    assert torch.isfinite(_transformers_llama_cos({**LLAMA, "head_dim": 2**17})).all()
+    with pytest.raises(ValueError, match="65536"):
+        from_hf_config({**LLAMA, "head_dim": 2**17})
+    nested: dict = {}
+    for _ in range(70):
+        nested = {"x": nested}
+    with pytest.raises(ValueError, match="64"):
+        from_hf_config({**LLAMA, "extra": nested})
+
+
+def test_gemma3_flat_rope_parameters_with_rope_scaling_scale_the_global_layers_where_transformers_fails():
+    import warnings
+
+    from transformers import Gemma3TextConfig
+
+    fields = {
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 16,
+        "num_hidden_layers": 2,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {"rope_type": "default"},
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    }
+    with warnings.catch_warnings(), pytest.raises(KeyError):
+        warnings.simplefilter("ignore")
+        Gemma3TextConfig(**fields)
+    rows = describe({"model_type": "gemma3_text", **fields})
+    assert [r["scaling"] for r in rows] == [None, "linear x8"]

@@ -299,3 +299,10 @@ def test_tiny_model_bad_packed_input():
         model(tokens, cu_seqlens=CU, offset=2)
     with pytest.raises(ValueError, match=r"must end at the number of packed tokens 9, got cu_seqlens\[-1\] = 7"):
         model(tokens, cu_seqlens=CU[:3])
+
+
+def test_cu_seqlens_past_int32_are_refused_before_positions_are_built():
+    """H3: positions_from_cu_seqlens([0, 2**40]) tried to build 2**40 positions (a memory error)."""
+    for build in (positions_from_cu_seqlens, sequence_ids_from_cu_seqlens, check_cu_seqlens):
+        with pytest.raises(ValueError, match=r"cu_seqlens must end at most at 2147483647 .*got 1099511627776"):
+            build([0, 2**40])

@@ -296,3 +296,20 @@ def test_mrope_of_text_tokens_scales_by_length_as_1d_rope(scaling):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
     plain = rope_cos_sin(positions, 16, dtype=torch.float64)
     assert (ours[0] - plain[0]).abs().max() > 1e-3  # and the scaling did something
+
+
+def test_axial_offsets_as_a_nested_list_are_read_like_a_flat_one():
+    """R9: offsets=[[0, 0]] went into the table cache's key as an unhashable list (a raw TypeError)."""
+    rope = AxialRotaryEmbedding(8)
+    q = torch.randn(1, 1, 2, 3, 8)
+    nested, flat = rope(q, q, offsets=[[1, 2]]), rope(q, q, offsets=(1, 2))
+    torch.testing.assert_close(nested, flat)
+    torch.testing.assert_close(rope(q, q, offsets=torch.tensor([1, 2]))[0], flat[0])
+
+
+def test_an_axial_grid_past_the_table_bound_is_refused_before_allocating():
+    """H3: a (100000, 100000) grid asked for 8 * 10**10 table entries (a memory error after a long wait)."""
+    with pytest.raises(ValueError, match=r"grid = \(100000, 100000\) needs a table of 80000000000 elements, more than"):
+        axial_cos_sin((100000, 100000), 8)
+    with pytest.raises(ValueError, match=r"MAX_TABLE_ELEMENTS = 2\*\*31"):
+        AxialRotaryEmbedding(8).cos_sin((100000, 100000))

@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         The exit status: 1 if any check failed (and nothing was written),
-        else 0; a bad option exits with status 2 before anything runs.
+        130 on Ctrl-C (nothing written), else 0; a bad option exits with
+        status 2 before anything runs.
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -79,15 +80,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = _out_path(args.out, device, args.force)
     except ValueError as err:
         parser.error(str(err))
-    result = run_benchmark(
-        device,
-        dtype=_DTYPES[args.dtype] if args.dtype else None,
-        ops=args.ops,
-        impls=args.impl,
-        quick=args.quick,
-        run_s=run_s,
-        progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    try:
+        result = run_benchmark(
+            device,
+            dtype=_DTYPES[args.dtype] if args.dtype else None,
+            ops=args.ops,
+            impls=args.impl,
+            quick=args.quick,
+            run_s=run_s,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except KeyboardInterrupt:  # as python -m posenc.experiments: one line, status 130, no traceback
+        kept = f"{out} is unchanged" if out.exists() else f"{out} was not written"
+        print(f"python -m posenc.benchmark interrupted; {kept}", file=sys.stderr)
+        return 130
     failed = [r for r in result["results"] if r["status"] == "failed"]
     print(summary_table(result))
     if failed:
@@ -101,4 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except KeyboardInterrupt:  # outside the runs (checking the options): nothing was written either
+        print("python -m posenc.benchmark interrupted; nothing was written", file=sys.stderr)
+        status = 130
+    sys.exit(status)

@@ -1,8 +1,17 @@
-"""``python -m posenc.experiments``: the command line of :mod:`posenc.experiments.cli`."""
+"""``python -m posenc.experiments``: the command line of :mod:`posenc.experiments.cli`.
+
+Ctrl-C while the command line loads, before any run, exits with status 130 and one line, as
+:func:`posenc.experiments.cli.main` does during the runs (no ``KeyboardInterrupt`` traceback).
+"""
 
 import sys
 
-from .cli import main
-
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        from .cli import main
+
+        status = main()
+    except KeyboardInterrupt:
+        print("python -m posenc.experiments interrupted; nothing was written", file=sys.stderr)
+        status = 130
+    sys.exit(status)

@@ -46,7 +46,7 @@ from .model import TinyConfig, TinyTransformer
 from .registry import make_position_scheme, position_schemes
 from .results import SCHEMA, environment
 from .runner import progress_bar, run_jobs
-from .tasks import TASKS, Task, make_task
+from .tasks import TASKS, Task, check_sizes, make_task
 from .train import SCHEDULES, tiny_accuracy, train_with_checkpoints
 
 __all__ = ["ALL_SCHEMES", "DEFAULT_OUT", "ExperimentConfig", "build_task", "run_experiments", "train_and_evaluate"]
@@ -117,8 +117,9 @@ class ExperimentConfig:
 
     Raises:
         ValueError: On an unknown scheme or task, a repeated or negative
-            seed, a non-positive size or learning rate, or a scheme that
-            cannot be built with ``dim`` and ``num_heads`` (each is built once).
+            seed, a non-positive size or learning rate, an input longer than
+            ``MAX_LENGTH`` or more than ``MAX_EXAMPLES`` examples (:mod:`~posenc.experiments.tasks`),
+            or a scheme that cannot be built with ``dim`` and ``num_heads`` (each is built once).
     """
 
     schemes: tuple[str, ...] = ALL_SCHEMES
@@ -149,6 +150,7 @@ class ExperimentConfig:
         set_(self, "multipliers", _check_list("multipliers", self.multipliers, check_positive_int))
         for name in ("steps", "train_length", "dim", "num_heads", "num_layers", "batch_size", "num_examples"):
             check_positive_int(name, getattr(self, name))
+        check_sizes(self.train_length, self.train_length * max(self.multipliers, default=1), self.num_examples)
         check_nonnegative_int("warmup", self.warmup)
         check_nonnegative_int("eval_seed", self.eval_seed)
         if not isinstance(self.causal, bool):

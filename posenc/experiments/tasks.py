@@ -30,6 +30,23 @@ __all__ = ["IGNORE", "TASKS", "LookupTask", "ReverseTask", "ShiftTask", "Task", 
 
 #: Target value for positions without an answer (cross_entropy's ignore_index).
 IGNORE = -100
+#: The longest input, in data tokens, an experiment may draw (8 times the book's longest, 512): the tiny
+#: model's attention grows with its square, so 10**8 would exhaust memory after training started.
+MAX_LENGTH = 1 << 12
+#: The most evaluation examples per length an experiment may ask for (the book uses 512): more only takes longer.
+MAX_EXAMPLES = 1 << 20
+
+
+def check_sizes(train_length: int, longest: int, num_examples: int) -> None:
+    """Raise a ``ValueError`` before anything is built if the longest evaluation input, ``train_length`` times
+    the largest multiplier (``longest``), exceeds ``MAX_LENGTH`` or ``num_examples`` exceeds ``MAX_EXAMPLES``."""
+    if longest > MAX_LENGTH:
+        raise ValueError(
+            f"train_length * max(multipliers) must be <= MAX_LENGTH = {MAX_LENGTH} data tokens, "
+            f"got train_length = {train_length}: {longest}"
+        )
+    if num_examples > MAX_EXAMPLES:
+        raise ValueError(f"num_examples must be <= MAX_EXAMPLES = {MAX_EXAMPLES}, got {num_examples}")
 
 
 @dataclass(frozen=True)
