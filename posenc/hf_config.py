@@ -33,6 +33,7 @@ from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5
 from .hf_fields import (
     MAX_HEAD_DIM,
     MAX_LAYERS,
+    MAX_POSITIONS,
     config_dict,
     config_int,
     config_mapping,
@@ -62,6 +63,9 @@ DEFAULTS: dict[str, dict] = {
 }
 DEFAULTS["gemma3"] = DEFAULTS["gemma3_text"]
 DEFAULTS["qwen2_vl"] = DEFAULTS["qwen2_vl_text"]
+for family, length in MAX_POSITIONS.items():  # the class default, where a config.json leaves it out
+    DEFAULTS.setdefault(family, {}).setdefault("max_position_embeddings", length)
+del family, length
 
 #: Other spellings of a field in older configurations (GPT-2 style, Falcon's RW).
 ALIASES = {

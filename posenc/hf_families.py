@@ -33,6 +33,7 @@ from ._checks import check_even_dim
 from .hf_fields import (
     MAX_HEAD_DIM,
     MAX_LAYERS,
+    MAX_POSITIONS,
     config_flags,
     config_int,
     config_mapping,
@@ -93,7 +94,7 @@ def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
     theta = cfg.get("rope_theta")  # a falsy base (0, [], {}) is an error, not the default
     params.setdefault("rope_theta", config_number(cfg, "rope_theta", default_theta if theta is None else theta))
     top, key = cfg.get("original_max_position_embeddings"), "original_max_position_embeddings"
-    longest = cfg.get("max_position_embeddings")
+    longest = cfg.get("max_position_embeddings", MAX_POSITIONS.get(cfg.get("model_type")))
     if longest is not None:
         longest = config_int(cfg, "max_position_embeddings", longest)
     if params["rope_type"] in ("llama3", "yarn", "longrope"):

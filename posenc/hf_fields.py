@@ -22,6 +22,26 @@ MAX_LAYERS = 1 << 16
 MAX_HEAD_DIM = 1 << 16
 #: The deepest nesting a configuration may have (real ones nest three or four levels): deeper would exhaust the stack.
 MAX_DEPTH = 64
+#: ``max_position_embeddings`` of each family's ``transformers`` configuration class, used when a
+#: ``config.json`` leaves it out (dynamic NTK, and the trained length of llama3, YaRN and LongRoPE, read it).
+MAX_POSITIONS = {
+    "deepseek_v2": 2048,
+    "deepseek_v3": 4096,
+    "falcon": 2048,
+    "gemma3": 131072,
+    "gemma3_text": 131072,
+    "gpt_neox": 2048,
+    "gptj": 2048,
+    "llama": 2048,
+    "llama4": 131072,
+    "llama4_text": 131072,
+    "mistral": 131072,
+    "phi3": 4096,
+    "qwen2": 32768,
+    "qwen2_vl": 32768,
+    "qwen2_vl_text": 32768,
+    "qwen3": 32768,
+}
 
 
 def _family(cfg: Mapping) -> str:

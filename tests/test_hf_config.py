@@ -859,11 +859,56 @@ def test_posenc_refuses_gptj_rotary_dim_0_on_which_transformers_fails_at_run_tim
         from_hf_config(config)
 
 
-def test_posenc_needs_the_trained_length_where_transformers_takes_its_class_default():
-    config = {**LLAMA, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}  # no length at all
-    assert torch.isfinite(_transformers_llama_cos(config)).all()  # LlamaConfig's default, 2048
-    with pytest.raises(ValueError, match="original_max_position_embeddings"):
-        from_hf_config(config)
+def test_a_missing_max_position_embeddings_is_the_config_class_default_as_in_transformers():
+    config = {**LLAMA, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}  # no length at all
+    positions = torch.tensor([[0, 3000]])  # past LlamaConfig's default, 2048: the base is scaled
+    layer = from_hf_config(config)[0]
+    cos, _ = layer.cos_sin(positions)
+    import warnings
+
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fields = {k: v for k, v in json.loads(json.dumps(config)).items() if k != "model_type"}
+        expected, _ = LlamaRotaryEmbedding(LlamaConfig(**fields))(torch.zeros(1, 2, 16), positions)
+    assert torch.allclose(cos.float(), expected, atol=1e-5)
+    unscaled, _ = from_hf_config({**LLAMA, "rope_parameters": {"rope_type": "default"}})[0].cos_sin(positions)
+    assert (cos - unscaled).abs().max() > 0.1  # the default length made dynamic NTK scale at 3000
+
+
+def test_gemma3_per_layer_yarn_truncate_is_applied_where_transformers_ignores_it():
+    import warnings
+
+    from transformers import Gemma3TextConfig
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding
+
+    def config(truncate: bool) -> dict:
+        yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4, "truncate": truncate}
+        return {
+            "model_type": "gemma3_text",
+            "hidden_size": 8,
+            "num_attention_heads": 1,
+            "num_key_value_heads": 1,
+            "head_dim": 4,
+            "num_hidden_layers": 1,
+            "max_position_embeddings": 16,
+            "sliding_window_pattern": 1,
+            "rope_parameters": {"full_attention": yarn, "sliding_attention": {"rope_type": "default"}},
+        }
+
+    theirs, ours = {}, {}
+    for truncate in (False, True):
+        fields = {k: v for k, v in json.loads(json.dumps(config(truncate))).items() if k != "model_type"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs[truncate] = Gemma3RotaryEmbedding(Gemma3TextConfig(**fields)).full_attention_inv_freq
+        cos, sin = from_hf_config(config(truncate))[0].cos_sin(torch.tensor([[1]]))
+        ours[truncate] = torch.atan2(sin[0, 0, :2], cos[0, 0, :2]).double()  # position 1: angle = frequency
+    assert torch.equal(theirs[False], theirs[True])  # transformers: the same either way
+    assert torch.allclose(ours[True].float(), theirs[True], atol=1e-6)
+    assert (ours[False] - ours[True]).abs().max() > 1e-4  # posenc: truncate=False changes the slow pair
 
 
 def test_posenc_bounds_sizes_that_transformers_would_allocate():
