@@ -31,114 +31,39 @@ from collections.abc import Callable, Mapping
 
 from .hf_families import build_alibi, build_deepseek, build_llama4, build_t5
 from .hf_fields import (
+    DEFAULTS,
     MAX_HEAD_DIM,
     MAX_LAYERS,
-    MAX_POSITIONS,
     config_dict,
     config_int,
     config_mapping,
     config_number,
+    count,
+    field,
     raw_rope_parameters,
+    rope_parameters,
 )
-from .hf_rope import RopeLayer
+from .hf_layers import RotaryLayer
 
-#: Defaults of the ``transformers`` configuration classes for the fields read here, per family.
-DEFAULTS: dict[str, dict] = {
-    "gemma3_text": {
-        "hidden_size": 2304,
-        "num_attention_heads": 8,
-        "head_dim": 256,
-        "num_hidden_layers": 26,
-        "query_pre_attn_scalar": 256,
-        "max_position_embeddings": 131072,
-        "rope_theta": 1_000_000.0,
-        "rope_local_base_freq": 10_000.0,
-        "sliding_window_pattern": 6,
-    },
-    "gpt_neox": {"rotary_pct": 0.25, "rotary_emb_base": 10_000.0},
-    "gptj": {"rotary_dim": 64},
-    "phi3": {"original_max_position_embeddings": 4096},
-    "qwen3": {"head_dim": 128},  # fixed, not hidden_size // num_attention_heads
-    "qwen2_vl_text": {"mrope_section": [16, 24, 24], "rope_theta": 1_000_000.0},
-}
-DEFAULTS["gemma3"] = DEFAULTS["gemma3_text"]
-DEFAULTS["qwen2_vl"] = DEFAULTS["qwen2_vl_text"]
-for family, length in MAX_POSITIONS.items():  # the class default, where a config.json leaves it out
-    DEFAULTS.setdefault(family, {}).setdefault("max_position_embeddings", length)
-del family, length
+__all__ = ["DEFAULTS", "FAMILIES", "config_dict", "describe", "format_description", "from_hf_config"]
 
-#: Other spellings of a field in older configurations (GPT-2 style, Falcon's RW).
-ALIASES = {
-    "hidden_size": ("n_embd", "d_model"),
-    "num_attention_heads": ("n_head",),
-    "num_hidden_layers": ("n_layer", "num_layers"),
-    "max_position_embeddings": ("n_positions",),
-}
-
-_LENGTH_TYPES = ("llama3", "yarn", "longrope")  # they read the trained length from the configuration
 _NESTED = ("full_attention", "sliding_attention")  # Gemma 3's keys of per-layer-type rope_parameters
-
-
-def _get(cfg: dict, key: str, default=None, *, required: bool = False):
-    """``cfg[key]`` or one of its aliases, else the family default, else ``default``."""
-    for name in (key, *ALIASES.get(key, ())):
-        if cfg.get(name) is not None:
-            return cfg[name]
-    value = DEFAULTS.get(cfg.get("model_type"), {}).get(key, default)
-    if value is None and required:
-        raise ValueError(f"config has no {key!r}, which model_type {cfg.get('model_type')!r} needs")
-    return value
 
 
 def _head_dim(cfg: dict, *, explicit: bool = True) -> int:
     """``head_dim`` if given (and ``explicit``), else ``hidden_size // num_attention_heads``."""
-    if explicit and _get(cfg, "head_dim") is not None:
-        return config_int(cfg, "head_dim", _get(cfg, "head_dim"), MAX_HEAD_DIM)
-    width = config_int(cfg, "hidden_size", _get(cfg, "hidden_size", required=True))
-    heads = config_int(cfg, "num_attention_heads", _get(cfg, "num_attention_heads", required=True))
+    if explicit and field(cfg, "head_dim") is not None:
+        return count(cfg, "head_dim", maximum=MAX_HEAD_DIM)
+    width, heads = count(cfg, "hidden_size"), count(cfg, "num_attention_heads")
     if width // heads > MAX_HEAD_DIM:  # every layer builds a table per pair: 2**40 would exhaust memory
         raise ValueError(f"config's hidden_size // num_attention_heads = {width // heads} must be <= {MAX_HEAD_DIM}")
     return width // heads
 
 
-def _rope_setup(cfg: dict, params: Mapping | None, *, theta: float, nested: bool = False) -> tuple[float, dict | None]:
-    """``(base, scaling)`` from one ``rope_parameters`` dict, filled in as ``transformers`` standardizes it.
-
-    ``rope_theta`` inside wins over ``theta``; ``original_max_position_embeddings`` for
-    llama3/yarn/longrope comes from the top level (Phi-3) or else ``max_position_embeddings``;
-    dynamic NTK always scales from ``max_position_embeddings``; a missing YaRN or LongRoPE
-    ``factor`` is ``max_position_embeddings / original_max_position_embeddings``.
-    """
-    params = {key: value for key, value in dict(params or {}).items() if key != "partial_rotary_factor"}
-    legacy = params.pop("type", None)
-    rope_type = params.setdefault("rope_type", legacy or "default")
-    inside = params.pop("rope_theta", None)  # a falsy base (0, [], {}) is an error, not the default
-    base = config_number(cfg, "rope_theta", theta if inside is None else inside)
-    if rope_type == "default":
-        return base, None
-    length, key = _get(cfg, "max_position_embeddings"), "original_max_position_embeddings"
-    if length is not None:  # NaN, -1 or True would silently give LongRoPE an attention factor of 1
-        length = config_int(cfg, "max_position_embeddings", length)
-    if rope_type in _LENGTH_TYPES:
-        if not nested and _get(cfg, key) is not None:
-            # transformers gives the top-level value priority, the class default included (Phi-3's 4096)
-            params[key] = _get(cfg, key)
-        elif params.get(key) is None:
-            params[key] = length if length is not None else _get(cfg, key)
-    if rope_type == "dynamic":
-        params[key] = length  # transformers' dynamic update reads config.max_position_embeddings
-    if rope_type in ("yarn", "longrope") and params.get("factor") is None and length and params.get(key) is not None:
-        ratio = length / config_int(cfg, key, params[key])
-        if ratio >= 1 or rope_type == "yarn":
-            params["factor"] = ratio
-        else:  # transformers: no attention factor for a factor <= 1
-            params.setdefault("attention_factor", 1.0)
-    return base, params
-
-
-def _flat_rope(cfg: dict, theta: float = 10_000.0) -> tuple[float, dict | None]:
-    """The one ``rope_parameters`` (or ``rope_scaling`` + ``rope_theta``) of a single-RoPE model."""
-    return _rope_setup(cfg, raw_rope_parameters(cfg), theta=_get(cfg, "rope_theta", theta))
+def _flat_rope(cfg: dict, theta: float = 10_000.0, renames=None, params=None) -> dict:
+    """The one ``rope_parameters`` (or ``rope_scaling`` + ``rope_theta``) of a single-RoPE model, filled in."""
+    params = raw_rope_parameters(cfg) if params is None else params
+    return rope_parameters(cfg, params, theta=field(cfg, "rope_theta", theta), renames=renames)
 
 
 def _partial(cfg: dict, default: float = 1.0, *, top_level: str = "partial_rotary_factor") -> float:
@@ -150,19 +75,23 @@ def _partial(cfg: dict, default: float = 1.0, *, top_level: str = "partial_rotar
 
 
 def _num_layers(cfg: dict) -> int:
-    return config_int(cfg, "num_hidden_layers", _get(cfg, "num_hidden_layers", required=True), MAX_LAYERS)
+    return count(cfg, "num_hidden_layers", maximum=MAX_LAYERS)
 
 
-def build_rope(cfg: dict, *, rotary_fraction: float = 1.0, layout: str = "half", mrope_section=None) -> list:
-    """One :class:`RopeLayer` per layer for a model with one RoPE for every layer (Llama and alike)."""
+def _rotary(cfg: dict, head_dim: int, rotary_dim: int, params: dict, **kwargs) -> RotaryLayer:
+    return RotaryLayer(rotary_dim=rotary_dim, rope_parameters=params, head_dim=head_dim, **kwargs)
+
+
+def build_rope(cfg: dict, *, params=None, rotary_fraction: float = 1.0, style: str = "half", mrope_section=None):
+    """One :class:`RotaryLayer` for every layer of a model with one RoPE for all (Llama and alike); ``params``
+    the filled-in ``rope_parameters`` if the family reads them its own way (else the usual reading)."""
     head_dim = _head_dim(cfg)
-    base, scaling = _flat_rope(cfg)
-    layer = RopeLayer(
-        head_dim=head_dim,
-        rotary_dim=int(head_dim * rotary_fraction),
-        base=base,
-        scaling=scaling,
-        layout=layout,
+    layer = _rotary(
+        cfg,
+        head_dim,
+        int(head_dim * rotary_fraction),
+        _flat_rope(cfg) if params is None else params,
+        style=style,
         softmax_scale=head_dim**-0.5,
         mrope_section=mrope_section,
     )
@@ -176,29 +105,24 @@ def build_llama(cfg: dict) -> list:
 
 def build_phi3(cfg: dict) -> list:
     """Phi-3 / Phi-4-mini: LongRoPE (``"su"`` and ``"yarn"`` read as ``"longrope"``), partial rotary."""
-    params = raw_rope_parameters(cfg)
-    if params.get("rope_type", params.get("type")) in ("su", "yarn"):
-        params.pop("type", None)
-        params["rope_type"] = "longrope"
-    return build_rope({**cfg, "rope_parameters": params, "rope_scaling": None}, rotary_fraction=_partial(cfg))
+    params = _flat_rope(cfg, renames={"su": "longrope", "yarn": "longrope"})
+    return build_rope(cfg, params=params, rotary_fraction=_partial(cfg))
 
 
 def build_gpt_neox(cfg: dict) -> list:
     """GPT-NeoX: RoPE on the first ``rotary_pct`` (25%) of each head, base ``rotary_emb_base``."""
-    params = raw_rope_parameters(cfg)
-    params.setdefault("rope_theta", _get(cfg, "rotary_emb_base"))
-    fraction = _partial(cfg, default=_get(cfg, "rotary_pct"), top_level="rotary_pct")  # the top-level factor is unread
-    return build_rope({**cfg, "rope_parameters": params, "rope_scaling": None}, rotary_fraction=fraction)
+    params = rope_parameters(cfg, raw_rope_parameters(cfg), theta=field(cfg, "rotary_emb_base"))
+    fraction = _partial(cfg, default=field(cfg, "rotary_pct"), top_level="rotary_pct")  # the top-level factor is unread
+    return build_rope(cfg, params=params, rotary_fraction=fraction)
 
 
 def build_gptj(cfg: dict) -> list:
     """GPT-J: interleaved RoPE on the first ``rotary_dim`` channels, base 10000 (fixed in transformers)."""
     head_dim = _head_dim(cfg, explicit=False)
-    rotary_dim = _get(cfg, "rotary_dim")  # None rotates the whole head; 0, [] or {} is an error, not the head
+    rotary_dim = field(cfg, "rotary_dim")  # None rotates the whole head; 0, [] or {} is an error, not the head
     rotary_dim = head_dim if rotary_dim is None else config_int(cfg, "rotary_dim", rotary_dim)
-    layer = RopeLayer(
-        head_dim=head_dim, rotary_dim=rotary_dim, base=10_000.0, layout="interleaved", softmax_scale=head_dim**-0.5
-    )
+    params = {"rope_type": "default", "rope_theta": 10_000.0}
+    layer = _rotary(cfg, head_dim, rotary_dim, params, style="interleaved", softmax_scale=head_dim**-0.5)
     return [layer] * _num_layers(cfg)
 
 
@@ -207,7 +131,7 @@ def _gemma3_layer_types(cfg: dict) -> list[str]:
     as ``transformers`` 5 remaps it), else every ``sliding_window_pattern``-th layer global."""
     n, kinds = _num_layers(cfg), cfg.get("layer_types")
     if kinds is None:
-        pattern = config_int(cfg, "sliding_window_pattern", _get(cfg, "sliding_window_pattern"))
+        pattern = count(cfg, "sliding_window_pattern")
         # every pattern-th layer (1-based) attends globally, the others within the sliding window
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if not isinstance(kinds, (list, tuple)) or len(kinds) != n:
@@ -223,15 +147,15 @@ def _gemma3_layer_types(cfg: dict) -> list[str]:
 
 
 def _gemma3_rope(cfg: dict) -> dict:
-    """``{layer type: (base, scaling)}`` as ``transformers`` 5 fills Gemma 3's ``rope_parameters`` in: one dict
+    """``{layer type: rope_parameters}`` as ``transformers`` 5 fills Gemma 3's ``rope_parameters`` in: one dict
     per layer type (a flat dict is ignored, as there), ``rope_scaling`` updating the global one, and a base
     left out taken from ``rope_theta`` (global layers) or ``rope_local_base_freq`` (local ones)."""
     params = config_mapping(cfg, "rope_parameters", cfg.get("rope_parameters"))
     per_type = {key: config_mapping(cfg, f"rope_parameters.{key}", params.get(key)) for key in _NESTED}
     per_type = {key: value or {"rope_type": "default"} for key, value in per_type.items()}
     per_type["full_attention"].update(config_mapping(cfg, "rope_scaling", cfg.get("rope_scaling")))
-    theta = {"full_attention": _get(cfg, "rope_theta"), "sliding_attention": _get(cfg, "rope_local_base_freq")}
-    return {key: _rope_setup(cfg, per_type[key], theta=theta[key], nested=True) for key in _NESTED}
+    theta = {"full_attention": field(cfg, "rope_theta"), "sliding_attention": field(cfg, "rope_local_base_freq")}
+    return {key: rope_parameters(cfg, per_type[key], theta=theta[key], nested=True) for key in _NESTED}
 
 
 def build_gemma3(cfg: dict) -> list:
@@ -241,10 +165,10 @@ def build_gemma3(cfg: dict) -> list:
     ``query_pre_attn_scalar ** -0.5``.
     """
     head_dim = _head_dim(cfg)
-    scale = config_number(cfg, "query_pre_attn_scalar", _get(cfg, "query_pre_attn_scalar")) ** -0.5
+    scale = config_number(cfg, "query_pre_attn_scalar", field(cfg, "query_pre_attn_scalar")) ** -0.5
     layers = {
-        kind: RopeLayer(head_dim=head_dim, rotary_dim=head_dim, base=base, scaling=scaling, softmax_scale=scale)
-        for kind, (base, scaling) in _gemma3_rope(cfg).items()
+        kind: _rotary(cfg, head_dim, head_dim, params, softmax_scale=scale)
+        for kind, params in _gemma3_rope(cfg).items()
     }
     return [layers[kind] for kind in _gemma3_layer_types(cfg)]
 
@@ -257,11 +181,9 @@ def build_qwen2_vl(cfg: dict) -> list:
     ``transformers`` reads as the default frequencies).
     """
     params = raw_rope_parameters(cfg)
-    section = params.pop("mrope_section", None) or _get(cfg, "mrope_section")
-    if params.get("rope_type", params.get("type")) == "mrope":
-        params.pop("type", None)
-        params["rope_type"] = "default"
-    return build_rope({**cfg, "rope_parameters": params, "rope_scaling": None}, mrope_section=section)
+    section = params.pop("mrope_section", None) or field(cfg, "mrope_section")
+    params = _flat_rope(cfg, renames={"mrope": "default"}, params=params)
+    return build_rope(cfg, params=params, mrope_section=section)
 
 
 def build_falcon(cfg: dict) -> list:

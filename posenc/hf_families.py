@@ -33,37 +33,17 @@ from ._checks import check_even_dim
 from .hf_fields import (
     MAX_HEAD_DIM,
     MAX_LAYERS,
-    MAX_POSITIONS,
     config_flags,
-    config_int,
     config_mapping,
     config_number,
+    count,
+    field,
     raw_rope_parameters,
+    rope_parameters,
 )
 from .hf_layers import ALiBiLayer, NoPELayer, RotaryLayer, T5BiasLayer
 from .rotary import rope_inv_freq
 from .t5 import T5RelativeBias
-
-_REQUIRED = object()
-
-
-def _get(cfg: Mapping, *names: str, default=_REQUIRED):
-    """The value of the first of ``names`` present (and not None) in ``cfg``, else ``default``."""
-    for name in names:
-        if cfg.get(name) is not None:
-            return cfg[name]
-    if default is _REQUIRED:
-        raise ValueError(
-            f"config is missing {' or '.join(map(repr, names))}, which model_type {cfg.get('model_type')!r} needs"
-        )
-    return default
-
-
-def _int(cfg: Mapping, *names: str, default=_REQUIRED) -> int:
-    value = _get(cfg, *names, default=default)
-    name = next((name for name in names if cfg.get(name) is not None), names[0])
-    most = MAX_LAYERS if "layer" in name else MAX_HEAD_DIM if "head_dim" in name or name == "d_kv" else None
-    return config_int(cfg, name, value, most)
 
 
 def _as_dict(cfg) -> dict:
@@ -72,45 +52,9 @@ def _as_dict(cfg) -> dict:
     return dict(cfg)
 
 
-def rope_parameters(cfg: Mapping, default_theta: float) -> dict:
-    """A model's RoPE parameters as one ``rope_parameters`` dict with ``rope_type`` and ``rope_theta``.
-
-    ``transformers`` 5 keeps them in ``rope_parameters``; older ``config.json`` files in
-    ``rope_theta`` and ``rope_scaling`` (with ``"type"`` for ``"rope_type"``). As
-    ``transformers`` does, a YaRN ``factor`` left out is ``max_position_embeddings /
-    original_max_position_embeddings``, and a missing ``original_max_position_embeddings``
-    is ``max_position_embeddings`` (llama3, YaRN, LongRoPE, dynamic NTK).
-
-    Args:
-        cfg: The model's configuration dict.
-        default_theta: The base when none is given (the configuration class's ``default_theta``).
-
-    Returns:
-        A new dict for :func:`posenc.rope_inv_freq`'s ``scaling``.
-    """
-    params = raw_rope_parameters(cfg)
-    legacy = params.pop("type", "default")
-    params.setdefault("rope_type", legacy)
-    theta = cfg.get("rope_theta")  # a falsy base (0, [], {}) is an error, not the default
-    params.setdefault("rope_theta", config_number(cfg, "rope_theta", default_theta if theta is None else theta))
-    top, key = cfg.get("original_max_position_embeddings"), "original_max_position_embeddings"
-    longest = cfg.get("max_position_embeddings", MAX_POSITIONS.get(cfg.get("model_type")))
-    if longest is not None:
-        longest = config_int(cfg, "max_position_embeddings", longest)
-    if params["rope_type"] in ("llama3", "yarn", "longrope"):
-        if top is not None:
-            params[key] = top  # transformers' rope init: the top-level value wins
-        elif params.get(key) is None and longest is not None:
-            params[key] = longest  # standardize_rope_params: the trained length defaults to the longest
-    if params["rope_type"] == "yarn" and params.get("factor") is None and longest and params.get(key) is not None:
-        params["factor"] = longest / config_int(cfg, key, params[key])
-    if params["rope_type"] == "dynamic" and params.get(key) is None:
-        params[key] = longest
-    return params
-
-
-#: Llama4TextConfig's ``head_dim`` when a file leaves it out (fixed, not ``hidden_size // heads``).
-LLAMA4_HEAD_DIM = 128
+def _rope(cfg: Mapping) -> dict:
+    """The model's ``rope_parameters``, filled in (:func:`posenc.hf_fields.rope_parameters`)."""
+    return rope_parameters(cfg, raw_rope_parameters(cfg), theta=field(cfg, "rope_theta", 10_000.0))
 
 
 def build_llama4(cfg: dict) -> list:
@@ -129,23 +73,21 @@ def build_llama4(cfg: dict) -> list:
     """
     cfg = _as_dict(cfg)
     if isinstance(cfg.get("text_config"), Mapping):
-        cfg = dict(cfg["text_config"])
-    n = _int(cfg, "num_hidden_layers")
-    heads = _int(cfg, "num_attention_heads")
-    head_dim = _int(cfg, "head_dim") if cfg.get("head_dim") is not None else LLAMA4_HEAD_DIM
-    check_even_dim("config['head_dim']", head_dim)
-    interval = _int(cfg, "no_rope_layer_interval", "nope_layer_interval", default=4)
+        cfg = {"model_type": "llama4_text", **cfg["text_config"]}
+    n = count(cfg, "num_hidden_layers", maximum=MAX_LAYERS)
+    heads = count(cfg, "num_attention_heads")
+    head_dim = check_even_dim("config['head_dim']", count(cfg, "head_dim", maximum=MAX_HEAD_DIM))
+    interval = count(cfg, "no_rope_layer_interval")
     # transformers: 1 (RoPE) unless (i + 1) is a multiple of the interval; an empty list means the default
     given = cfg.get("no_rope_layers")
     if given is None or isinstance(given, (list, tuple)) and not given:
         use_rope = [int((i + 1) % interval != 0) for i in range(n)]
     else:  # transformers: exactly one int per layer (a longer list fails its layer_types check)
         use_rope = config_flags(cfg, "no_rope_layers", given, n)
-    params = rope_parameters(cfg, 500000.0)
+    params = _rope(cfg)
     temperature = None
     if cfg.get("attn_temperature_tuning", True):
-        defaults = {"floor_scale": 8192, "attn_scale": 0.1}
-        temperature = tuple(config_number(cfg, key, cfg.get(key, default)) for key, default in defaults.items())
+        temperature = tuple(config_number(cfg, key, field(cfg, key)) for key in ("floor_scale", "attn_scale"))
     common = {"softmax_scale": head_dim**-0.5, "num_heads": heads, "head_dim": head_dim}
     return [
         RotaryLayer("rope", rotary_dim=head_dim, rope_parameters=params, style="complex", **common)
@@ -191,11 +133,11 @@ def build_deepseek(cfg: dict) -> list:
     model_type = cfg.get("model_type")
     if model_type not in ("deepseek_v2", "deepseek_v3"):
         raise ValueError(f"model_type must be 'deepseek_v2' or 'deepseek_v3', got {model_type!r}")
-    n = _int(cfg, "num_hidden_layers")
-    heads = _int(cfg, "num_attention_heads")
-    nope = _int(cfg, "qk_nope_head_dim", default=128)
-    rope = check_even_dim("config['qk_rope_head_dim']", _int(cfg, "qk_rope_head_dim", default=64))
-    params = rope_parameters(cfg, 10000.0)
+    n = count(cfg, "num_hidden_layers", maximum=MAX_LAYERS)
+    heads = count(cfg, "num_attention_heads")
+    nope = count(cfg, "qk_nope_head_dim", maximum=MAX_HEAD_DIM)
+    rope = check_even_dim("config['qk_rope_head_dim']", count(cfg, "qk_rope_head_dim", maximum=MAX_HEAD_DIM))
+    params = _rope(cfg)
     if model_type == "deepseek_v2":
         style = "complex"
     else:  # transformers tests the flag's truth: None means no
@@ -203,7 +145,15 @@ def build_deepseek(cfg: dict) -> list:
     rope_inv_freq(rope, scaling=params)  # bad parameters raise here, before the softmax scale reads them
     common = {"softmax_scale": deepseek_softmax_scale(nope + rope, params), "num_heads": heads}
     return [
-        RotaryLayer("mla_rope", rotary_dim=rope, rope_parameters=params, style=style, head_dim=nope + rope, **common)
+        RotaryLayer(
+            "mla_rope",
+            rotary_dim=rope,
+            rope_parameters=params,
+            style=style,
+            channels="last",
+            head_dim=nope + rope,
+            **common,
+        )
         for _ in range(n)
     ]
 
@@ -226,18 +176,14 @@ def build_alibi(cfg: dict) -> list:
     model_type = cfg.get("model_type")
     if model_type == "falcon" and not cfg.get("alibi"):
         raise ValueError("falcon without alibi uses RoPE: handled by hf_config, not build_alibi")
-    if model_type == "bloom":
-        n, heads = _int(cfg, "n_layer", "num_hidden_layers"), _int(cfg, "n_head", "num_attention_heads")
-        hidden, scale, max_seq_len = _int(cfg, "hidden_size", "n_embed"), None, None
-    elif model_type == "falcon":
-        n, heads = _int(cfg, "num_hidden_layers", "n_layer"), _int(cfg, "num_attention_heads", "n_head")
-        hidden, scale, max_seq_len = _int(cfg, "hidden_size"), None, None
-    elif model_type == "mpt":
-        n, heads = _int(cfg, "n_layers", "num_hidden_layers"), _int(cfg, "n_heads", "num_attention_heads")
-        hidden, max_seq_len = _int(cfg, "d_model", "hidden_size"), _int(cfg, "max_seq_len", default=2048)
-        scale = config_mapping(cfg, "attn_config", cfg.get("attn_config")).get("softmax_scale")
-    else:
+    if model_type not in ("bloom", "falcon", "mpt"):
         raise ValueError(f"model_type must be 'bloom', 'mpt' or 'falcon' for ALiBi, got {model_type!r}")
+    n = count(cfg, "num_hidden_layers", maximum=MAX_LAYERS)
+    heads, hidden = count(cfg, "num_attention_heads"), count(cfg, "hidden_size")
+    scale, max_seq_len = None, None
+    if model_type == "mpt":
+        max_seq_len = count(cfg, "max_seq_len")
+        scale = config_mapping(cfg, "attn_config", cfg.get("attn_config")).get("softmax_scale")
     if hidden % heads:
         raise ValueError(f"hidden size {hidden} must be divisible by the {heads} heads")
     head_dim = hidden // heads
@@ -262,12 +208,13 @@ def build_t5(cfg: dict) -> list:
         ValueError: If a field is missing or the bucket settings are out of range.
     """
     cfg = _as_dict(cfg)
-    n = _int(cfg, "num_decoder_layers", "num_layers")
+    decoder = "num_decoder_layers" if cfg.get("num_decoder_layers") is not None else "num_hidden_layers"
+    n = count(cfg, decoder, maximum=MAX_LAYERS)
     bias = T5RelativeBias(
-        _int(cfg, "num_heads", "num_attention_heads"),
+        count(cfg, "num_attention_heads"),
         bidirectional=False,
-        num_buckets=_int(cfg, "relative_attention_num_buckets", default=32),
-        max_distance=_int(cfg, "relative_attention_max_distance", default=128),
+        num_buckets=count(cfg, "relative_attention_num_buckets"),
+        max_distance=count(cfg, "relative_attention_max_distance"),
     )
-    head_dim = _int(cfg, "d_kv", "head_dim", default=64)
+    head_dim = count(cfg, "d_kv", maximum=MAX_HEAD_DIM)
     return [T5BiasLayer(bias, head_dim=head_dim) for _ in range(n)]

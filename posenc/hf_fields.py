@@ -5,7 +5,9 @@ into a plain dict; :func:`config_int`, :func:`config_number`, :func:`config_mapp
 :func:`config_flags` each check one field. A value out of range is a ``ValueError``
 naming the field, the value, the limit and the model type, never a builtin ``int()``,
 ``dict()`` or ``len()`` error, a division by zero, or a default put silently in place of
-garbage. :mod:`posenc.hf_config` and :mod:`posenc.hf_families` read every field through them.
+garbage. :func:`field` reads a field under any of its spellings, with the family's default, and
+:func:`rope_parameters` fills in one set of RoPE parameters as ``transformers`` does: the whole reader
+(:mod:`posenc.hf_config`, :mod:`posenc.hf_families`) reads every field through them.
 """
 
 from __future__ import annotations
@@ -22,26 +24,6 @@ MAX_LAYERS = 1 << 16
 MAX_HEAD_DIM = 1 << 16
 #: The deepest nesting a configuration may have (real ones nest three or four levels): deeper would exhaust the stack.
 MAX_DEPTH = 64
-#: ``max_position_embeddings`` of each family's ``transformers`` configuration class, used when a
-#: ``config.json`` leaves it out (dynamic NTK, and the trained length of llama3, YaRN and LongRoPE, read it).
-MAX_POSITIONS = {
-    "deepseek_v2": 2048,
-    "deepseek_v3": 4096,
-    "falcon": 2048,
-    "gemma3": 131072,
-    "gemma3_text": 131072,
-    "gpt_neox": 2048,
-    "gptj": 2048,
-    "llama": 2048,
-    "llama4": 131072,
-    "llama4_text": 131072,
-    "mistral": 131072,
-    "phi3": 4096,
-    "qwen2": 32768,
-    "qwen2_vl": 32768,
-    "qwen2_vl_text": 32768,
-    "qwen3": 32768,
-}
 
 
 def _family(cfg: Mapping) -> str:
@@ -97,6 +79,126 @@ def raw_rope_parameters(cfg: Mapping) -> dict:
     when it is given and not empty, else ``rope_parameters`` (``convert_rope_params_to_dict``)."""
     scaling = config_mapping(cfg, "rope_scaling", cfg.get("rope_scaling"))
     return scaling or config_mapping(cfg, "rope_parameters", cfg.get("rope_parameters"))
+
+
+#: Other spellings of a field, in older or other families' configurations (GPT-2 style, BLOOM, MPT, T5).
+ALIASES = {
+    "hidden_size": ("n_embd", "n_embed", "d_model"),
+    "num_attention_heads": ("n_head", "n_heads", "num_heads"),
+    "num_hidden_layers": ("n_layer", "n_layers", "num_layers"),
+    "max_position_embeddings": ("n_positions",),
+    "no_rope_layer_interval": ("nope_layer_interval",),
+}
+
+_LLAMA4 = {
+    "head_dim": 128,  # fixed, not hidden_size // num_attention_heads
+    "max_position_embeddings": 131072,
+    "rope_theta": 500_000.0,
+    "no_rope_layer_interval": 4,
+    "floor_scale": 8192,
+    "attn_scale": 0.1,
+}
+_GEMMA3 = {
+    "hidden_size": 2304,
+    "num_attention_heads": 8,
+    "head_dim": 256,
+    "num_hidden_layers": 26,
+    "query_pre_attn_scalar": 256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 1_000_000.0,
+    "rope_local_base_freq": 10_000.0,
+    "sliding_window_pattern": 6,
+}
+_QWEN2_VL = {"mrope_section": [16, 24, 24], "rope_theta": 1_000_000.0, "max_position_embeddings": 32768}
+#: Defaults of the ``transformers`` configuration classes for the fields read here, per ``model_type``:
+#: what a ``config.json`` that leaves a field out means.
+DEFAULTS: dict[str, dict] = {
+    "llama": {"max_position_embeddings": 2048},
+    "mistral": {"max_position_embeddings": 131072},
+    "qwen2": {"max_position_embeddings": 32768},
+    "qwen3": {"head_dim": 128, "max_position_embeddings": 32768},  # head_dim fixed, as Llama 4's
+    "phi3": {"original_max_position_embeddings": 4096, "max_position_embeddings": 4096},
+    "gpt_neox": {"rotary_pct": 0.25, "rotary_emb_base": 10_000.0, "max_position_embeddings": 2048},
+    "gptj": {"rotary_dim": 64, "max_position_embeddings": 2048},
+    "falcon": {"max_position_embeddings": 2048},
+    "gemma3": _GEMMA3,
+    "gemma3_text": _GEMMA3,
+    "qwen2_vl": _QWEN2_VL,
+    "qwen2_vl_text": _QWEN2_VL,
+    "llama4": _LLAMA4,
+    "llama4_text": _LLAMA4,
+    "deepseek_v2": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 2048},
+    "deepseek_v3": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 4096},
+    "mpt": {"max_seq_len": 2048},
+    "t5": {"d_kv": 64, "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128},
+}
+#: ``max_position_embeddings`` of each family's configuration class (dynamic NTK, and the trained length
+#: of llama3, YaRN and LongRoPE, read it).
+MAX_POSITIONS = {
+    family: d["max_position_embeddings"] for family, d in DEFAULTS.items() if "max_position_embeddings" in d
+}
+
+
+def field(cfg: Mapping, key: str, default=None, *, required: bool = False):
+    """The config field ``key`` (or one of its :data:`ALIASES`), else the family's :data:`DEFAULTS`,
+    else ``default``; with ``required``, a missing field is a ``ValueError`` naming it and the family."""
+    for name in (key, *ALIASES.get(key, ())):
+        if cfg.get(name) is not None:
+            return cfg[name]
+    value = DEFAULTS.get(cfg.get("model_type"), {}).get(key, default)
+    if value is None and required:
+        also = f" (or {', '.join(map(repr, ALIASES[key]))})" if key in ALIASES else ""
+        raise ValueError(f"config is missing {key!r}{also}, which model_type {cfg.get('model_type')!r:.80} needs")
+    return value
+
+
+def count(cfg: Mapping, key: str, default=None, maximum: int | None = None) -> int:
+    """:func:`field` ``key`` (required unless ``default`` is given) checked by :func:`config_int`,
+    named as the configuration spells it."""
+    value = field(cfg, key, default, required=True)
+    name = next((n for n in (key, *ALIASES.get(key, ())) if cfg.get(n) is not None), key)
+    return config_int(cfg, name, value, maximum)
+
+
+_LENGTH_TYPES = ("llama3", "yarn", "longrope")  # they read the trained length from the configuration
+
+
+def rope_parameters(cfg: Mapping, params: Mapping | None, *, theta, nested: bool = False, renames=None) -> dict:
+    """One ``rope_parameters`` dict filled in as ``transformers`` 5 standardizes it, ``rope_theta`` inside.
+
+    The legacy ``"type"`` key is read as ``"rope_type"`` (and a family's own names through ``renames``,
+    e.g. Phi-3's ``{"su": "longrope"}``); ``rope_theta`` inside wins over ``theta``. For llama3, YaRN and
+    LongRoPE the trained length ``original_max_position_embeddings`` comes from the top level (unless the
+    dict is one of Gemma 3's per-layer-type ones), else the dict, else ``max_position_embeddings``; dynamic
+    NTK always scales from ``max_position_embeddings``; a YaRN or LongRoPE ``factor`` left out is
+    ``max_position_embeddings / original_max_position_embeddings``.
+    """
+    params = {key: value for key, value in dict(params or {}).items() if key != "partial_rotary_factor"}
+    legacy = params.pop("type", None)
+    rope_type = params.setdefault("rope_type", legacy or "default")
+    rope_type = params["rope_type"] = (renames or {}).get(rope_type, rope_type)
+    inside = params.pop("rope_theta", None)  # a falsy base (0, [], {}) is an error, not the default
+    params["rope_theta"] = config_number(cfg, "rope_theta", theta if inside is None else inside)
+    if rope_type == "default":
+        return {"rope_type": "default", "rope_theta": params["rope_theta"]}
+    length, key = field(cfg, "max_position_embeddings"), "original_max_position_embeddings"
+    if length is not None:  # NaN, -1 or True would silently give LongRoPE an attention factor of 1
+        length = config_int(cfg, "max_position_embeddings", length)
+    if rope_type in _LENGTH_TYPES:
+        if not nested and field(cfg, key) is not None:
+            # transformers gives the top-level value priority, the class default included (Phi-3's 4096)
+            params[key] = field(cfg, key)
+        elif params.get(key) is None:
+            params[key] = length if length is not None else field(cfg, key)
+    if rope_type == "dynamic":
+        params[key] = length  # transformers' dynamic update reads config.max_position_embeddings
+    if rope_type in ("yarn", "longrope") and params.get("factor") is None and length and params.get(key) is not None:
+        ratio = length / config_int(cfg, key, params[key])
+        if ratio >= 1 or rope_type == "yarn":
+            params["factor"] = ratio
+        else:  # transformers: no attention factor for a factor <= 1
+            params.setdefault("attention_factor", 1.0)
+    return params
 
 
 def _plain(value, where: str, depth: int = 0):

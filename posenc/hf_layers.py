@@ -1,11 +1,12 @@
 """One decoder layer's position encoding, as a Hugging Face ``transformers`` model computes it.
 
-The layer objects that :mod:`posenc.hf_families` builds from a model's configuration.
+The layer objects that :func:`posenc.from_hf_config` builds from a model's configuration.
 Each reproduces one attention layer's pre-softmax logits from its queries and keys:
 
-* :class:`RotaryLayer`: RoPE on all channels (Llama 4's iRoPE layers) or on the last
-  ``qk_rope_head_dim`` channels (DeepSeek-V2/V3's multi-head latent attention), in the
-  model's own pairing and precision.
+* :class:`RotaryLayer`: RoPE on the first ``rotary_dim`` channels of each head (Llama,
+  Qwen, Gemma 3, Phi-3, GPT-NeoX, GPT-J, Falcon; M-RoPE for Qwen2-VL; Llama 4's iRoPE
+  layers) or on the last ones (DeepSeek-V2/V3's multi-head latent attention), in the
+  model's own pairing, with angles in float32 as ``transformers`` forms them.
 * :class:`NoPELayer`: no positions at all, optionally with Llama 4's attention
   temperature: queries at position ``p`` multiplied by
   ``1 + attn_scale * log(1 + floor((p + 1) / floor_scale))`` (Llama 4; the scaling of
@@ -14,33 +15,51 @@ Each reproduces one attention layer's pre-softmax logits from its queries and ke
 * :class:`T5BiasLayer`: T5's bucketed relative bias (Raffel et al. 2020), decoder side.
 
 Every layer takes ``q [b, h_q, s_q, d]``, ``k [b, h_kv, s_k, d]`` and ``position_ids
-[b, s_k]``: one position per key, the queries being the last ``s_q`` keys (the whole
-sequence when ``s_q == s_k``, the new tokens of a decode step otherwise). For GQA,
-``scores`` repeats each key head ``h_q / h_kv`` times, as ``repeat_kv`` does. Norms on
+[b, s_k]`` (or ``[s_k]``, shared by the batch; M-RoPE layers also ``[3, b, s_k]``:
+temporal, height, width): one position per key, the queries being the last ``s_q`` keys
+(the whole sequence when ``s_q == s_k``, the new tokens of a decode step otherwise). For
+GQA, ``scores`` repeats each key head ``h_q / h_kv`` times, as ``repeat_kv`` does. Norms on
 q and k (Llama 4's ``qk_norm``) and masks are not part of the scores.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import torch
 
-from ._checks import as_positions, check_float_tensor, check_real
+from ._checks import as_positions, check_choice, check_float_tensor, check_real
 from .alibi import ALIBI_SLOPE_SETS
+from .rope_nd import mrope_cos_sin
 from .rope_ops import _rotate
 from .rotary import rope_cos_sin
 from .t5 import T5RelativeBias, t5_relative_position_bucket
 
-#: How a rotary layer turns its pairs: ``"complex"`` multiplies pairs ``(2i, 2i + 1)`` as complex
-#: numbers in float32 (Llama 4, DeepSeek-V2); ``"half"`` pairs ``(i, i + r/2)`` in the input's dtype
-#: (DeepSeek-V3, ``rope_interleave=False``); ``"deinterleave"`` reorders pairs ``(2i, 2i + 1)`` to
-#: ``(i, i + r/2)`` and then turns them as ``"half"`` (DeepSeek-V3, ``rope_interleave=True``).
-ROTARY_STYLES = ("complex", "half", "deinterleave")
+#: How a rotary layer turns its pairs: ``"half"`` pairs ``(i, i + r/2)`` in the input's dtype (Llama,
+#: GPT-NeoX and most others in ``transformers``; DeepSeek-V3 with ``rope_interleave=False``);
+#: ``"interleaved"`` pairs ``(2i, 2i + 1)`` in the input's dtype (GPT-J); ``"complex"`` multiplies
+#: pairs ``(2i, 2i + 1)`` as complex numbers in float32 (Llama 4, DeepSeek-V2); ``"deinterleave"``
+#: reorders pairs ``(2i, 2i + 1)`` to ``(i, i + r/2)``, then turns them as ``"half"`` (DeepSeek-V3).
+ROTARY_STYLES = ("half", "interleaved", "complex", "deinterleave")
 
 
-def check_attention_inputs(q, k, position_ids, *, num_heads: int | None = None, head_dim: int | None = None):
+def scaling_label(params: Mapping | None) -> str | None:
+    """A short name of a ``rope_parameters`` scaling for tables: None, ``"linear x8"``, ``"longrope x32"``."""
+    if not params or params.get("rope_type", "default") == "default":
+        return None
+    factor = params.get("factor")
+    return params["rope_type"] if factor is None else f"{params['rope_type']} x{float(factor):g}"
+
+
+def check_attention_inputs(
+    q, k, position_ids, *, num_heads: int | None = None, head_dim: int | None = None, axes: int | None = None
+):
     """Check ``q [b, h_q, s_q, d]``, ``k [b, h_kv, s_k, d]`` and ``position_ids``; return them as ``[b or 1, s_k]``.
+
+    With ``axes`` (M-RoPE), ``position_ids`` may also be ``[axes, b, s_k]``, and ``[b, s_k]`` is
+    expanded to it (three equal rows for text, as ``transformers`` does); the result is then
+    ``[axes, b or 1, s_k]``.
 
     Raises:
         TypeError: If ``q`` or ``k`` is not a floating-point tensor.
@@ -62,10 +81,19 @@ def check_attention_inputs(q, k, position_ids, *, num_heads: int | None = None, 
         raise ValueError(f"q has {q.shape[2]} positions but k only {k.shape[2]}; the queries are the last keys")
     positions = check_real("position_ids", as_positions(position_ids, "position_ids")).to(q.device)
     positions = positions[None] if positions.dim() == 1 else positions  # [s_k] -> [1, s_k]
-    if positions.dim() != 2 or positions.shape[1] != k.shape[2] or positions.shape[0] not in (1, q.shape[0]):
+    if axes is not None and positions.dim() == 2:
+        positions = positions.expand(axes, -1, -1)  # [b, s_k] -> [axes, b, s_k]
+    lead = 0 if axes is None else 1
+    if (
+        positions.dim() != lead + 2
+        or positions.shape[-1] != k.shape[2]
+        or positions.shape[-2] not in (1, q.shape[0])
+        or (lead and positions.shape[0] != axes)
+    ):
+        shape = f"[batch, s_k] = [{q.shape[0]}, {k.shape[2]}]" + (f" or [{axes}, batch, s_k]" if axes else "")
         raise ValueError(
-            f"position_ids must have shape [batch, s_k] = [{q.shape[0]}, {k.shape[2]}] (one position per key; "
-            f"the queries are the last s_q), got {tuple(positions.shape)}"
+            f"position_ids must have shape {shape} (one position per key; the queries are the last s_q), "
+            f"got {tuple(positions.shape)}"
         )
     return positions
 
@@ -96,8 +124,12 @@ class HFLayer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.row().items())})"
 
+    axes: int | None = None  # M-RoPE: the rows of position_ids
+
     def _check(self, q, k, position_ids) -> torch.Tensor:
-        return check_attention_inputs(q, k, position_ids, num_heads=self.num_heads, head_dim=self.head_dim)
+        return check_attention_inputs(
+            q, k, position_ids, num_heads=self.num_heads, head_dim=self.head_dim, axes=self.axes
+        )
 
     def _encode(self, q, k, positions):
         return q, k
@@ -188,57 +220,108 @@ class NoPELayer(HFLayer):
 
 
 class RotaryLayer(HFLayer):
-    """RoPE on the last ``rotary_dim`` channels of q and k (all of them, or MLA's rotary part).
+    """RoPE on the first (or, for MLA, the last) ``rotary_dim`` channels of q and k; the rest pass through.
 
-    Angles ``p * theta_i`` in float32, as ``transformers`` forms them, from the frequencies
-    of :func:`posenc.rope_inv_freq` for ``rope_parameters`` (YaRN's attention factor
-    multiplies cos and sin). The channels before the rotary part pass through: DeepSeek's
-    ``q_pass``/``k_nope``, then ``q_rot``/``k_rot``.
+    Su et al., "RoFormer", 2021, as a Hugging Face model configures it. The frequencies are
+    :func:`posenc.rope_inv_freq`'s for ``rope_parameters`` (length-dependent scalings, dynamic
+    NTK and LongRoPE, see the largest key position, as ``transformers`` does; YaRN's attention
+    factor multiplies cos and sin). The angles ``p * theta_i`` are formed in float32, as
+    ``transformers`` forms them. DeepSeek's channels are ``[nope | rope]`` per head.
 
     Args:
         kind: ``"rope"`` or ``"mla_rope"``.
-        rotary_dim: Channels rotated, even.
+        rotary_dim: Channels rotated, even, ``<= head_dim``.
         rope_parameters: A ``rope_parameters`` dict with ``rope_theta`` (see :func:`posenc.rope_inv_freq`).
         style: One of :data:`ROTARY_STYLES`.
+        channels: ``"first"`` or ``"last"``: which ``rotary_dim`` channels of a head turn.
+        mrope_section: For M-RoPE (Qwen2-VL): pairs per axis, e.g. ``[16, 24, 24]``.
         **kwargs: ``softmax_scale``, ``num_heads``, ``head_dim`` of :class:`HFLayer`.
+
+    Raises:
+        ValueError: If the dimensions, the style or the RoPE parameters are invalid.
     """
 
-    def __init__(self, kind: str, *, rotary_dim: int, rope_parameters: dict, style: str, **kwargs):
+    def __init__(
+        self,
+        kind: str = "rope",
+        *,
+        rotary_dim: int,
+        rope_parameters: Mapping,
+        style: str = "half",
+        channels: str = "first",
+        mrope_section: Sequence[int] | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
-        self.kind, self.rotary_dim, self.rope_parameters, self.style = kind, rotary_dim, rope_parameters, style
-        rope_cos_sin(torch.zeros(1), rotary_dim, scaling=rope_parameters)  # bad parameters raise here, not later
+        widest = self.head_dim if self.head_dim is not None else rotary_dim
+        if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int) or not 2 <= rotary_dim <= widest:
+            raise ValueError(f"rotary_dim must be an even int in [2, head_dim = {self.head_dim}], got {rotary_dim!r}")
+        if rotary_dim % 2:
+            raise ValueError(f"rotary_dim must be even (channels turn in pairs), got {rotary_dim}")
+        self.kind, self.rotary_dim, self.rope_parameters = kind, rotary_dim, dict(rope_parameters)
+        self.style = check_choice("style", style, ROTARY_STYLES)
+        self.channels = check_choice("channels", channels, ("first", "last"))
+        self.mrope_section = None if mrope_section is None else list(mrope_section)
+        self.axes = None if mrope_section is None else len(self.mrope_section)
+        self.cos_sin(torch.zeros(self.axes or 1, 1, 1) if self.axes else torch.zeros(1, 1))  # bad parameters raise
+
+    @property
+    def layout(self) -> str:
+        """The pairing of the channels as the weights store them: ``"half"`` or ``"interleaved"``."""
+        return "half" if self.style == "half" else "interleaved"
+
+    @property
+    def base(self) -> float:
+        """RoPE's base (``rope_theta``)."""
+        return float(self.rope_parameters["rope_theta"])
+
+    @property
+    def scaling(self) -> dict | None:
+        """The long-context scaling (``rope_parameters`` less the base), or None for the default RoPE."""
+        if self.rope_parameters.get("rope_type", "default") == "default":
+            return None
+        return {key: value for key, value in self.rope_parameters.items() if key != "rope_theta"}
+
+    def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """float32 cos and sin ``[b, s, rotary_dim]`` for positions ``[b, s]`` (``[3, b, s]`` for M-RoPE)."""
+        if self.mrope_section is not None:
+            scaling = self.rope_parameters
+            return mrope_cos_sin(
+                positions, self.rotary_dim, self.mrope_section, scaling=scaling, angle_dtype=torch.float32
+            )
+        layout = "half" if self.style in ("half", "deinterleave") else "interleaved"
+        return rope_cos_sin(
+            positions, self.rotary_dim, scaling=self.rope_parameters, layout=layout, angle_dtype=torch.float32
+        )
 
     def _turn(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        keep, part = x[..., : x.shape[-1] - self.rotary_dim], x[..., x.shape[-1] - self.rotary_dim :]
+        r, d = self.rotary_dim, x.shape[-1]
+        cut = r if self.channels == "first" else d - r
+        part = x[..., :cut] if self.channels == "first" else x[..., cut:]
         if self.style == "complex":  # (x0 + i x1) * (cos + i sin) in float32
             out = _rotate(part.float(), cos, sin, "interleaved").to(x.dtype)
         else:
             if self.style == "deinterleave":  # pairs (2i, 2i + 1) -> (i, i + r/2)
                 part = torch.cat((part[..., 0::2], part[..., 1::2]), dim=-1)  # [..., r]
-            out = _rotate(part, cos.to(x.dtype), sin.to(x.dtype), "half")
-        return torch.cat((keep, out), dim=-1)  # [..., d - r] + [..., r] -> [..., d]
+            layout = "interleaved" if self.style == "interleaved" else "half"
+            out = _rotate(part, cos.to(x.dtype), sin.to(x.dtype), layout)
+        rest = x[..., cut:] if self.channels == "first" else x[..., :cut]
+        return torch.cat((out, rest) if self.channels == "first" else (rest, out), dim=-1)  # [..., d]
 
     def _encode(self, q, k, positions):
-        layout = "interleaved" if self.style == "complex" else "half"
-        cos, sin = rope_cos_sin(
-            positions,
-            self.rotary_dim,
-            scaling=self.rope_parameters,
-            layout=layout,
-            angle_dtype=torch.float32,
-        )  # [b, s_k, r] each
+        cos, sin = self.cos_sin(positions)  # [b, s_k, r] each
         cos, sin = cos[:, None], sin[:, None]  # [b, 1, s_k, r]
         s_q = q.shape[2]
         return self._turn(q, cos[..., -s_q:, :], sin[..., -s_q:, :]), self._turn(k, cos, sin)
 
     def row(self) -> dict:
         row = super().row()
-        rope_type = self.rope_parameters.get("rope_type", "default")
         row.update(
+            scheme="mrope" if self.mrope_section is not None else self.kind,
             theta=float(self.rope_parameters["rope_theta"]),
-            scaling=None if rope_type == "default" else rope_type,
+            scaling=scaling_label(self.rope_parameters),
             rotary=self.rotary_dim,
-            layout="interleaved" if self.style != "half" else "half",
+            layout=self.layout,
         )
         return row
 

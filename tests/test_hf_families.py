@@ -196,7 +196,7 @@ def test_deepseek_yarn_mscale_changes_the_softmax_scale():
     # (0.1 * mscale_all_dim * ln 4 + 1) ** 2 / sqrt(16)
     assert layer.softmax_scale == pytest.approx((0.1 * torch.log(torch.tensor(4.0)).item() + 1) ** 2 / 4)
     assert layer.row() | {"softmax_scale": None} == {
-        "scheme": "mla_rope", "theta": 10000.0, "scaling": "yarn", "rotary": 8, "layout": "interleaved",
+        "scheme": "mla_rope", "theta": 10000.0, "scaling": "yarn x4", "rotary": 8, "layout": "interleaved",
         "nope_temperature": None, "softmax_scale": None,
     }  # fmt: skip
 
@@ -346,7 +346,7 @@ def test_bad_input_names_the_argument():
         t5.scores(torch.zeros(1, 2, 3, 64), torch.zeros(1, 2, 3, 64), torch.arange(3.0)[None])
     with pytest.raises(ValueError, match="model_type must be 'deepseek_v2' or 'deepseek_v3', got 'llama'"):
         build_deepseek({"model_type": "llama"})
-    with pytest.raises(ValueError, match=r"config is missing 'n_layer' or 'num_hidden_layers'"):
+    with pytest.raises(ValueError, match=r"config is missing 'num_hidden_layers' \(or 'n_layer'"):
         build_alibi({"model_type": "bloom"})
     with pytest.raises(TypeError, match="cfg must be a dict"):
         build_t5("t5")

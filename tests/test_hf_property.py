@@ -28,9 +28,10 @@ The reference is transformers' own code, run on the drawn configuration:
 
 Positions are random, per batch row, and reach past ``max_position_embeddings`` (and the
 trained length of llama3/YaRN/LongRoPE) so that extrapolation, dynamic NTK and LongRoPE's
-long factors are exercised. transformers forms the angles in float32, posenc's RopeLayer
-in float64: they differ by about ``1.2e-7 * position`` radians, and the tolerances below
-grow with the largest position accordingly.
+long factors are exercised. Both form the angles in float32, but from frequencies computed
+their own ways (posenc in float64, rounded once): the angles can differ by a float32 step,
+about ``1.2e-7 * position`` radians, and the tolerances below grow with the largest position
+accordingly.
 
 Bounded and derandomized (``PROPERTY``), as ``tests/test_fuzz.py``: a fixed number of
 examples per family, the same ones on every run.

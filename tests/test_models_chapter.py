@@ -134,7 +134,7 @@ def test_phi_factor_lists_have_one_entry_per_pair():
 def test_llama31_has_32_alike_layers():
     layers = from_hf_config(CONFIGS["Llama-3.1-8B"])
     rows = describe(CONFIGS["Llama-3.1-8B"])
-    assert len(layers) == len(rows) == 32 and type(layers[0]).__name__ == "RopeLayer"
+    assert len(layers) == len(rows) == 32 and type(layers[0]).__name__ == "RotaryLayer"
     assert distinct(rows, ("scheme", "theta", "scaling", "rotary", "layout")) == [
         ("rope", 500000.0, "llama3 x8", 128, "half")
     ]
@@ -163,7 +163,7 @@ def test_shipped_scalings():
     assert shipped["Llama-3.1-8B"] == [("llama3 x8",)]
     assert shipped["Phi-3.5-mini"] == shipped["Phi-4-mini"] == [("longrope x32",)]
     assert shipped["Gemma-3-27B"] == [(None,), ("linear x8",)]
-    assert shipped["DeepSeek-V3"] == [("yarn",)]
+    assert shipped["DeepSeek-V3"] == [("yarn x40",)]
     assert from_hf_config(CONFIGS["DeepSeek-V3"])[0].rope_parameters["factor"] == 40
     for name in ("GPT-J-6B", "GPT-NeoX-20B", "Code-Llama-7B", "Qwen2.5-7B", "Qwen3-8B", "Qwen2-VL-7B"):
         assert shipped[name] == [(None,)], name
@@ -389,7 +389,7 @@ def test_scout_layers():
     assert [r["layer"] for r in rows if r["scheme"] == "nope"] == list(range(3, 48, 4))
     for r in rows:
         if r["scheme"] == "rope":
-            assert (r["theta"], r["layout"], r["rotary"], r["scaling"]) == (500000.0, "interleaved", 128, "llama3")
+            assert (r["theta"], r["layout"], r["rotary"], r["scaling"]) == (500000.0, "interleaved", 128, "llama3 x16")
         else:
             assert r["nope_temperature"] == "1 + 0.1 * log1p(floor((p + 1) / 8192))"
     assert format_description(rows).splitlines()[-1] == "pattern: the layers repeat every 4 (48 layers)"

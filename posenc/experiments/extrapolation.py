@@ -118,7 +118,7 @@ class ExperimentConfig:
     Raises:
         ValueError: On an unknown scheme or task, a repeated or negative
             seed, a non-positive size or learning rate, an input longer than
-            ``MAX_LENGTH`` or more than ``MAX_EXAMPLES`` examples (:mod:`~posenc.experiments.tasks`),
+            ``MAX_LENGTH`` or more than ``MAX_EXAMPLES`` examples (both in ``posenc.experiments.tasks``),
             or a scheme that cannot be built with ``dim`` and ``num_heads`` (each is built once).
     """
 
