@@ -41,6 +41,7 @@ from .rope_nd import (
     mrope_pair_axes,
 )
 from .rope_scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base
+from .rope_state import DynamicRopeState
 from .rotary import (
     ROPE_BACKENDS,
     apply_rope,
@@ -74,6 +75,7 @@ __all__ = [
     "cu_seqlens_from_position_ids",
     "cu_seqlens_from_seqlens",
     "describe",
+    "DynamicRopeState",
     "format_description",
     "from_hf_config",
     "layout_permutation",

@@ -287,3 +287,11 @@ def config_dict(config) -> dict:
         outer = {key: value for key, value in cfg.items() if not key.endswith("_config")}
         cfg = {**outer, **text, "model_type": text.get("model_type") or cfg.get("model_type")}
     return cfg
+
+
+def scaling_label(params: Mapping | None) -> str | None:
+    """A short name of a ``rope_parameters`` scaling for tables: None, ``"linear x8"``, ``"longrope x32"``."""
+    if not params or params.get("rope_type", "default") == "default":
+        return None
+    factor = params.get("factor")
+    return params["rope_type"] if factor is None else f"{params['rope_type']} x{float(factor):g}"

@@ -31,8 +31,10 @@ import torch
 
 from ._checks import as_positions, check_choice, check_float_tensor, check_real
 from .alibi import ALIBI_SLOPE_SETS
+from .hf_fields import scaling_label
 from .rope_nd import mrope_cos_sin
 from .rope_ops import _rotate
+from .rope_state import DynamicRopeState
 from .rotary import rope_cos_sin
 from .t5 import T5RelativeBias, t5_relative_position_bucket
 
@@ -42,14 +44,6 @@ from .t5 import T5RelativeBias, t5_relative_position_bucket
 #: pairs ``(2i, 2i + 1)`` as complex numbers in float32 (Llama 4, DeepSeek-V2); ``"deinterleave"``
 #: reorders pairs ``(2i, 2i + 1)`` to ``(i, i + r/2)``, then turns them as ``"half"`` (DeepSeek-V3).
 ROTARY_STYLES = ("half", "interleaved", "complex", "deinterleave")
-
-
-def scaling_label(params: Mapping | None) -> str | None:
-    """A short name of a ``rope_parameters`` scaling for tables: None, ``"linear x8"``, ``"longrope x32"``."""
-    if not params or params.get("rope_type", "default") == "default":
-        return None
-    factor = params.get("factor")
-    return params["rope_type"] if factor is None else f"{params['rope_type']} x{float(factor):g}"
 
 
 def check_attention_inputs(
@@ -235,10 +229,15 @@ class RotaryLayer(HFLayer):
         style: One of :data:`ROTARY_STYLES`.
         channels: ``"first"`` or ``"last"``: which ``rotary_dim`` channels of a head turn.
         mrope_section: For M-RoPE (Qwen2-VL): pairs per axis, e.g. ``[16, 24, 24]``.
+        dynamic_state: None (stateless: ``"dynamic"`` frequencies follow each call's length) or a
+            :class:`posenc.DynamicRopeState`, which each call updates as ``transformers``' rotary
+            module does; it keeps one module per model, so give every layer the same state (also
+            settable afterwards: ``layer.dynamic_state = state``). Used only for ``"dynamic"``.
         **kwargs: ``softmax_scale``, ``num_heads``, ``head_dim`` of :class:`HFLayer`.
 
     Raises:
         ValueError: If the dimensions, the style or the RoPE parameters are invalid.
+        TypeError: If ``dynamic_state`` is neither None nor a :class:`posenc.DynamicRopeState`.
     """
 
     def __init__(
@@ -250,6 +249,7 @@ class RotaryLayer(HFLayer):
         style: str = "half",
         channels: str = "first",
         mrope_section: Sequence[int] | None = None,
+        dynamic_state: DynamicRopeState | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -263,6 +263,9 @@ class RotaryLayer(HFLayer):
         self.channels = check_choice("channels", channels, ("first", "last"))
         self.mrope_section = None if mrope_section is None else list(mrope_section)
         self.axes = None if mrope_section is None else len(self.mrope_section)
+        if dynamic_state is not None and not isinstance(dynamic_state, DynamicRopeState):
+            raise TypeError(f"dynamic_state must be None or a DynamicRopeState, got {type(dynamic_state).__name__}")
+        self.dynamic_state = dynamic_state
         self.cos_sin(torch.zeros(self.axes or 1, 1, 1) if self.axes else torch.zeros(1, 1))  # bad parameters raise
 
     @property
@@ -290,9 +293,9 @@ class RotaryLayer(HFLayer):
                 positions, self.rotary_dim, self.mrope_section, scaling=scaling, angle_dtype=torch.float32
             )
         layout = "half" if self.style in ("half", "deinterleave") else "interleaved"
-        return rope_cos_sin(
-            positions, self.rotary_dim, scaling=self.rope_parameters, layout=layout, angle_dtype=torch.float32
-        )
+        # with a state: one call of transformers' rotary module (posenc.rope_state)
+        table = rope_cos_sin if self.dynamic_state is None else self.dynamic_state.cos_sin
+        return table(positions, self.rotary_dim, scaling=self.rope_parameters, layout=layout, angle_dtype=torch.float32)
 
     def _turn(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         r, d = self.rotary_dim, x.shape[-1]

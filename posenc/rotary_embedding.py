@@ -24,6 +24,7 @@ from ._checks import (
 from .layout import ROPE_LAYOUTS
 from .rope_ops import _join, _rotate, rotary_part
 from .rope_scaling import parse_scaling, resolve_base
+from .rope_state import DYNAMIC_STATES, DynamicRopeState
 from .rotary import (
     _TRITON_DTYPES,
     ROPE_BACKENDS,
@@ -73,10 +74,16 @@ class RotaryEmbedding(nn.Module):
             Triton is installed (see :func:`apply_rope`).
         rotary_dim: Channels rotated, the first of each head: even, from 2 to
             ``head_dim`` (the default, None, means ``head_dim``).
+        dynamic_state: For ``rope_type="dynamic"``: ``"stateless"`` (the default: the
+            frequencies follow the largest position + 1 of each call) or
+            ``"transformers"`` (they follow the length state that ``transformers``
+            keeps between calls: the longest length seen, reset below the trained
+            length; see :class:`posenc.DynamicRopeState`, held as ``self.state``, and
+            :meth:`reset`). Other scalings keep no state, and ignore it.
 
     Raises:
         ValueError: If ``head_dim`` or ``rotary_dim`` is odd or out of range,
-            or the layout, scaling, backend or cache sizes are invalid.
+            or the layout, scaling, backend, cache sizes or dynamic state are invalid.
     """
 
     cos_cached: torch.Tensor
@@ -93,8 +100,10 @@ class RotaryEmbedding(nn.Module):
         cache_limit: int = CACHE_LIMIT,
         backend: str = "auto",
         rotary_dim: int | None = None,
+        dynamic_state: str = "stateless",
     ) -> None:
         super().__init__()
+        self.dynamic_state = check_choice("dynamic_state", dynamic_state, DYNAMIC_STATES)
         self.backend = check_choice("backend", backend, ROPE_BACKENDS)
         self.head_dim = check_even_dim("head_dim", head_dim)
         self.rotary_dim = head_dim if rotary_dim is None else check_even_dim("rotary_dim", rotary_dim)
@@ -107,6 +116,8 @@ class RotaryEmbedding(nn.Module):
         self.cache_limit = check_cache_limit(cache_limit, initial_len)
         _, self.attention_factor = rope_inv_freq(self.rotary_dim, base=self.base, scaling=self.scaling)
         self.dynamic = self.scaling["rope_type"] in ("dynamic", "longrope")  # frequencies follow the length
+        stateful = dynamic_state == "transformers" and self.scaling["rope_type"] == "dynamic"
+        self.state = DynamicRopeState(self.scaling["original_max_position_embeddings"]) if stateful else None
         self._inv_freq = self._frequencies(torch.device("cpu"))  # float64 [d/2], for the tables
         cos, sin = self._table(torch.arange(initial_len), torch.float32)  # 2 x [n, d]
         self.register_buffer("cos_cached", cos, persistent=False)
@@ -115,7 +126,16 @@ class RotaryEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         partial = f", rotary_dim={self.rotary_dim}" if self.rotary_dim != self.head_dim else ""
-        return f"head_dim={self.head_dim}{partial}, base={self.base:g}, layout={self.layout!r}, scaling={self.scaling}"
+        state = f", dynamic_state={self.dynamic_state!r}" if self.dynamic_state != "stateless" else ""
+        return (
+            f"head_dim={self.head_dim}{partial}, base={self.base:g}, layout={self.layout!r}, "
+            f"scaling={self.scaling}{state}"
+        )
+
+    def reset(self) -> None:
+        """Forget the lengths seen (``dynamic_state="transformers"``); nothing to do otherwise."""
+        if self.state is not None:
+            self.state.reset()
 
     def _apply(self, fn, recurse=True):
         # The cos/sin tables are computed, never loaded (they are not in state_dict): after any
@@ -159,7 +179,20 @@ class RotaryEmbedding(nn.Module):
             self.cos_cached, self.sin_cached = self._table(positions, self.cos_cached.dtype)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32):
-        """``(cos, sin)`` for ``positions``, each ``[*positions.shape, rotary_dim]``, from the cache when possible."""
+        """``(cos, sin)`` for ``positions``, each ``[*positions.shape, rotary_dim]``, from the cache when possible.
+
+        With ``dynamic_state="transformers"`` each call is one call of ``transformers``' rotary
+        module: it updates the length state with the largest position + 1.
+        """
+        if self.state is not None:
+            return self.state.cos_sin(
+                positions,
+                self.rotary_dim,
+                base=self.base,
+                scaling=self.scaling,
+                layout=self.layout,
+                dtype=torch.float64 if dtype == torch.float64 else torch.float32,
+            )
         exact = dtype == torch.float64 or self.dynamic or positions.is_floating_point()
         # Traced or compiled: computed, since choosing the cache reads the positions' values (a graph break);
         # on the meta device there are no values to read, only shapes, as from rope_cos_sin
@@ -194,6 +227,9 @@ class RotaryEmbedding(nn.Module):
         else:
             positions = torch.as_tensor(positions, device=q.device)
             seq_len = positions.max().item() + 1 if self.dynamic and positions.numel() else 0
+        if self.state is not None:  # one call of transformers' rotary module
+            empty = positions is not None and not positions.numel()
+            seq_len = self.state.max_seq_len_cached if empty else self.state.update(seq_len)
         freqs = self._triton_freqs(q.device, seq_len)
         partial = self.rotary_dim != self.head_dim
         q_rot, k_rot = rope_qk_triton(
