@@ -53,7 +53,7 @@ from .rotary import (
 from .rotary_embedding import RotaryEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_table
 from .t5 import T5RelativeBias, t5_relative_position_bucket
-from .transformer_xl import TransformerXLRelativeAttention
+from .transformer_xl import TransformerXLLearnableAttention, TransformerXLRelativeAttention
 from .xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
 
 __all__ = [
@@ -118,6 +118,7 @@ __all__ = [
     "SinusoidalPositionalEncoding",
     "t5_relative_position_bucket",
     "T5RelativeBias",
+    "TransformerXLLearnableAttention",
     "TransformerXLRelativeAttention",
     "xpos_scales",
     "xpos_zeta",
