@@ -23,6 +23,7 @@ from posenc import (
     ShawRelativeEmbeddings,
     SinusoidalPositionalEncoding,
     T5RelativeBias,
+    TransformerXLLearnableAttention,
     TransformerXLRelativeAttention,
     sinusoidal_table,
 )
@@ -254,6 +255,12 @@ def _compile_examples():
         "transformer-xl": (
             TransformerXLRelativeAttention,
             lambda: TransformerXLRelativeAttention(16, 2),
+            (x,),
+            {"memory": x},
+        ),
+        "transformer-xl learnable": (
+            TransformerXLLearnableAttention,
+            lambda: TransformerXLLearnableAttention(16, 2, max_len=16),
             (x,),
             {"memory": x},
         ),
