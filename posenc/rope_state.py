@@ -48,8 +48,10 @@ class DynamicRopeState:
     Example: Llama 2's head (``head_dim`` 128, base 10000, ``L0`` = 4096, factor 2). After a
     16,384-token call, a 100-token prompt is reset (``update(100)`` returns 4096) and gets the
     frequencies of the stateless rule, while a 4,096- or 8,192-token prompt keeps the frequencies
-    of 16,384: its cos tables differ from the stateless ones by up to 1.9 and 1.98 (float64,
-    positions ``0 .. L - 1``; ``tests/test_rope_state.py`` checks these numbers)::
+    of 16,384 (the NTK factor ``2 * 16384 / 4096 - 1 = 7``, where the stateless rule uses 1
+    and 3): their cos tables differ from the stateless ones by up to 1.99996 and 1.999998,
+    whole turns of phase (float64, positions ``0 .. L - 1``; ``tests/test_rope_state.py``
+    checks these numbers)::
 
         state = DynamicRopeState(4096)
         state.update(16384), state.update(8192), state.update(100)   # (16384, 16384, 4096)
