@@ -54,6 +54,15 @@ NO_TRITON_CHAPTER ?= 12_gpu_timing.ipynb
 # and Triton's), in the folder given, removed and made anew: $(call own_caches,FOLDER) cmd ...
 CACHES ?= $(abspath _build/caches)
 own_caches = rm -rf $(1) && mkdir -p $(1) && export TORCHINDUCTOR_CACHE_DIR=$(1)/inductor TRITON_CACHE_DIR=$(1)/triton &&
+# Each run of the chapters leaves a JUnit report, and scripts/run_status.py records from it, in
+# the run's own environment, each notebook's wall time, result and failed cells, the versions
+# and the CPU kernel set: _build/status/RUN.json, from which `make book` renders the page
+# "Execution status". A run that fails is recorded too: $(call record,RUN,EDITION[,--kind check])
+# goes after the run's command and keeps its exit status.
+STATUS ?= $(abspath _build/status)
+export POSENC_STATUS := $(STATUS)
+junit = rm -f $(STATUS)/$(1).xml $(STATUS)/$(1).json && mkdir -p $(STATUS) &&
+record = --junitxml=$(STATUS)/$(1).xml; rc=$$?; $(abspath $(PY)) $(abspath scripts/run_status.py) record $(1) --xml $(STATUS)/$(1).xml --edition $(2) $(3); exit $$rc
 
 .PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site checks gpu-wheels gpu-record gpu-record-dry-run help
 
@@ -126,11 +135,11 @@ unit: $(VENV)/.test
 	$(call own_caches,$(CACHES)/unit) $(PY) -m pytest -q -n 2 tests --ignore=tests/site
 
 nbval: $(VENV)/.test
-	$(call own_caches,$(CACHES)/nbval) $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(CHAPTERS))
+	$(call junit,nbval) $(call own_caches,$(CACHES)/nbval) $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(CHAPTERS)) $(call record,nbval,en)
 
 # The same comparison with the kernels ATen picks on an AVX2 machine.
 nbval-cpus: $(VENV)/.test
-	$(call own_caches,$(CACHES)/nbval-cpus) ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(HANT))
+	$(call junit,nbval-cpus) $(call own_caches,$(CACHES)/nbval-cpus) ATEN_CPU_CAPABILITY=avx2 $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(HANT)) $(call record,nbval-cpus,zh-hant)
 
 # Every chapter (Simplified edition) copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
@@ -141,12 +150,13 @@ nbval-elsewhere: $(VENV)/.test
 	$(INSTALL) --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
 	cp $(HANS) tests/nbval_sanitize.cfg $(ELSEWHERE)/zh-hans/
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
-	$(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
+	$(call junit,nbval-elsewhere) $(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
 	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
-	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(call slow_first,$(notdir $(HANS)))
-	$(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
+	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(call slow_first,$(notdir $(HANS))) \
+	  $(call record,nbval-elsewhere,zh-hans)
+	$(call junit,no-triton) $(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
 	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
-	  $(abspath $(PY)) $(NBVAL_LAX) zh-hans/$(NO_TRITON_CHAPTER)
+	  $(abspath $(PY)) $(NBVAL_LAX) zh-hans/$(NO_TRITON_CHAPTER) $(call record,no-triton,zh-hans,--kind check)
 
 # Every requirements file resolves from the public package index alone.
 index: $(VENV)/.test

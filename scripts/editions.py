@@ -20,6 +20,7 @@ three:
   (Taiwan usage) with the phrase table ``scripts/zh_hant_phrases.tsv`` applied first.
 - The editions' ``_config.yml`` and ``_toc.yml`` are generated from the English ones.
 - ``posenc_book/data/claims.zh-hant.yaml`` is converted from ``claims.zh-hans.yaml``, and
+  ``errata.zh-hant.yaml`` from ``errata.yaml`` (its ``zh`` texts are Simplified);
   ``sections.zh-*.json`` record the Chinese headings for chapter 13's ledger.
 
 Cells tagged ``localised-output`` (chapter 13's ledger) print prose, so their outputs are
@@ -49,7 +50,7 @@ from posenc_book.ledger import TEX, section_id  # noqa: E402
 
 BOOK = ROOT / "book"
 DATA = ROOT / "posenc_book" / "data"
-PAGES = ("intro", "glossary", "bibliography", "bad_inputs", "api")
+PAGES = ("intro", "glossary", "bibliography", "bad_inputs", "api", "errata", "status")
 LOCALISED = "localised-output"
 PHRASES = ROOT / "scripts" / "zh_hant_phrases.tsv"
 PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
@@ -299,6 +300,8 @@ def expected_files(convert) -> dict[str, str]:
         hant = convert(hans)
         if page == "glossary":
             hans, hant = glossaries(hans, convert)
+        if page == "errata":  # the Traditional page reads the converted errata
+            hant = hant.replace("posenc_book/data/errata.yaml", "posenc_book/data/errata.zh-hant.yaml")
         files[f"zh-hans/book/{page}.md"] = hans
         files[f"zh-hant/book/{page}.md"] = hant
     for lang in ("zh-hans", "zh-hant"):
@@ -308,6 +311,8 @@ def expected_files(convert) -> dict[str, str]:
         files.update(edition_config(lang, convert if lang == "zh-hant" else str))
     claims = (DATA / "claims.zh-hans.yaml").read_text(encoding="utf-8")
     files["posenc_book/data/claims.zh-hant.yaml"] = convert(claims)
+    errata = (DATA / "errata.yaml").read_text(encoding="utf-8")
+    files["posenc_book/data/errata.zh-hant.yaml"] = GENERATED + convert(errata)
     return files
 
 

@@ -1,22 +1,24 @@
 """Write everything derived from the repository URL, which is set once, in ``_config.yml``.
 
-Usage: python scripts/sync_repo_url.py [--check]
+Usage: python scripts/sync_repo_url.py [--check | --publish]
 
-From ``repository.url`` (``https://github.com/OWNER/REPO``) follow:
+``repository.url`` (``https://github.com/OWNER/REPO``) is where the publishing workflow
+publishes the book; the site's address follows, ``https://OWNER.github.io/REPO/`` (GitHub
+Pages). Neither exists until the book is published there, so no committed file presents them
+as live: the README names both as what the workflow will produce, and the site links to the
+repository only in a build made by that workflow on that repository
+(``book/_ext/publication.py``). This script writes:
 
-- the site's address, ``https://OWNER.github.io/REPO/`` (GitHub Pages);
-- the clone command and the site's address in ``README.md``;
-- the project URLs in ``pyproject.toml`` and the addresses in ``CITATION.cff``;
-- the introduction's link to the published PDF (``SITE/posenc-book.pdf``), in the English
-  and Simplified editions (the Traditional one is generated); a Simplified introduction that
-  was current with the English one stays current (its ``% en-sha:`` line follows);
+- the two addresses in ``README.md``;
 - the first code cell of every chapter, which installs the book's package where it is
   missing (on Colab, say) from ``git+URL``, with the ``book`` extra; on the site it is
   folded away (tag ``hide-cell``).
 
 Chapters are edited in their MyST twins (``book/md_src/``); ``make notebooks`` carries the
 change into the notebooks. ``--check`` writes nothing and exits 1 if any file is out of
-date (the test suite runs it).
+date (the test suite runs it). ``--publish``, for the release workflow only (in its own
+checkout, never committed), adds the project URLs to ``pyproject.toml`` and the addresses to
+``CITATION.cff``, so that the wheel and the citation it publishes carry them.
 """
 
 from __future__ import annotations
@@ -86,38 +88,42 @@ def expected_files() -> dict[Path, str]:
         files[md] = with_install_cell(md.read_text(encoding="utf-8"))
     readme = ROOT / "README.md"
     text = readme.read_text(encoding="utf-8")
-    text = re.sub(r"git clone https://github\.com/\S+", f"git clone {url}.git", text)
-    text = re.sub(r"https://[\w.-]+\.github\.io/[\w.-]+/", site_url(), text)
+    text = re.sub(r"`https://github\.com/[\w.-]+/[\w.-]+`", f"`{url}`", text)
+    text = re.sub(r"`https://[\w.-]+\.github\.io/[\w.-]+/`", f"`{site_url()}`", text)
     files[readme] = text
+    return files
+
+
+def published_files() -> dict[Path, str]:
+    """``pyproject.toml`` and ``CITATION.cff`` as the release workflow publishes them: with the
+    project URLs and the repository's and site's addresses."""
+    url = repository()[0]
     pyproject = ROOT / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
-    text = re.sub(r'^Homepage = ".*"$', f'Homepage = "{site_url()}"', text, flags=re.M)
-    text = re.sub(r'^Documentation = ".*"$', f'Documentation = "{site_url()}book/api.html"', text, flags=re.M)
-    text = re.sub(r'^Repository = ".*"$', f'Repository = "{url}"', text, flags=re.M)
-    text = re.sub(r'^Issues = ".*"$', f'Issues = "{url}/issues"', text, flags=re.M)
-    text = re.sub(r'^Changelog = ".*"$', f'Changelog = "{url}/blob/main/CHANGELOG.md"', text, flags=re.M)
-    files[pyproject] = text
-    pdf_link = re.compile(r'<a href="[^"]*posenc-book\.pdf">')
-    intro, zh_intro = ROOT / "book" / "intro.md", ROOT / "zh-hans" / "book" / "intro.md"
-    old_intro = intro.read_text(encoding="utf-8")
-    new_intro = pdf_link.sub(f'<a href="{site_url()}posenc-book.pdf">', old_intro)
-    files[intro] = new_intro
-    text = pdf_link.sub(f'<a href="{site_url()}posenc-book.pdf">', zh_intro.read_text(encoding="utf-8"))
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from editions import sha
-
-    text = text.replace(f"% en-sha: {sha(old_intro)}\n", f"% en-sha: {sha(new_intro)}\n", 1)
-    files[zh_intro] = text
+    text = re.sub(r"\n\[project\.urls\]\n(?:.+\n)*", "\n", text)
+    urls = (
+        "[project.urls]\n"
+        f'Homepage = "{site_url()}"\n'
+        f'Documentation = "{site_url()}book/api.html"\n'
+        f'Repository = "{url}"\n'
+        f'Issues = "{url}/issues"\n'
+        f'Changelog = "{url}/blob/main/CHANGELOG.md"\n'
+        f'Errata = "{site_url()}book/errata.html"\n'
+    )
+    text = text.replace("\n[tool.setuptools", f"\n{urls}\n[tool.setuptools", 1)
     citation = ROOT / "CITATION.cff"
-    text = citation.read_text(encoding="utf-8")
-    text = re.sub(r"^repository-code: .*$", f'repository-code: "{url}"', text, flags=re.M)
-    text = re.sub(r"^url: .*$", f'url: "{site_url()}"', text, flags=re.M)
-    files[citation] = text
-    return files
+    cff = re.sub(r"^(repository-code|url): .*\n", "", citation.read_text(encoding="utf-8"), flags=re.M)
+    cff = cff.replace("\nlicense:", f'\nrepository-code: "{url}"\nurl: "{site_url()}"\nlicense:', 1)
+    return {pyproject: text, citation: cff}
 
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
+    if "--publish" in argv:
+        for path, text in published_files().items():
+            path.write_text(text, encoding="utf-8")
+            print(f"written: {path.relative_to(ROOT).as_posix()} (for publication; do not commit)")
+        return 0
     stale = []
     for path, text in expected_files().items():
         if path.read_text(encoding="utf-8") != text:

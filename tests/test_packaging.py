@@ -140,7 +140,12 @@ def test_package_data_ships_in_the_wheel_configuration():
 def test_published_project_metadata():
     project, _ = extras()
     assert (ROOT / "LICENSE").read_text().startswith("MIT License") and project["license"] == {"text": "MIT"}
-    assert set(project["urls"]) >= {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+    # the addresses exist once the book is published: only the release workflow's metadata has them
+    assert "urls" not in project, "pyproject.toml presents no address; sync_repo_url.py --publish adds them"
+    published = tomllib.loads(sync_repo_url.published_files()[ROOT / "pyproject.toml"])["project"]
+    assert set(published["urls"]) >= {"Homepage", "Documentation", "Repository", "Issues", "Changelog", "Errata"}
+    cff = yaml.safe_load(sync_repo_url.published_files()[ROOT / "CITATION.cff"])
+    assert cff["repository-code"] == sync_repo_url.repository()[0] and cff["url"] == sync_repo_url.site_url()
     assert project["authors"] and any("Python :: 3.12" in c for c in project["classifiers"])
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert citation["cff-version"] == "1.2.0" and citation["version"] == project["version"]
@@ -152,14 +157,19 @@ def test_repository_url_is_set_once_and_everything_else_derives_from_it():
     url, owner, name = sync_repo_url.repository()
     assert sync_repo_url.main(["--check"]) == 0, "run python scripts/sync_repo_url.py"
     readme = (ROOT / "README.md").read_text()
-    assert f"git clone {url}.git" in readme and f"<{sync_repo_url.site_url()}>" in readme
+    # named as what the publishing workflow will produce, never as a link to follow
+    assert f"`{url}`" in readme and f"`{sync_repo_url.site_url()}`" in readme
+    assert "git clone http" not in readme and f"<{sync_repo_url.site_url()}" not in readme
+    assert f"]({sync_repo_url.site_url()}" not in readme and f"]({url}" not in readme
+    for path in ("CITATION.cff", "pyproject.toml", "book/intro.md", "zh-hans/book/intro.md"):
+        text = (ROOT / path).read_text()
+        assert url not in text and sync_repo_url.site_url() not in text, path
     # nothing outside the derived files spells the repository out
     derived = {p.relative_to(ROOT).as_posix() for p in sync_repo_url.expected_files()}
     derived |= {p.relative_to(ROOT).as_posix() for p in chapter_notebooks()}
     # the Chinese editions are generated from these (tests/test_editions.py)
     for edition in ("zh-hans", "zh-hant"):
         derived |= {f"{edition}/_config.yml"} | {f"{edition}/book/{p.name}" for p in chapter_notebooks()}
-    derived.add("zh-hant/book/intro.md")  # converted from zh-hans/book/intro.md, a derived file
     # build/ and dist/ are setuptools' scratch folders: `make index` resolves the project
     # beside these tests (make checks), and its build/ can vanish mid-scan
     files = [

@@ -57,16 +57,25 @@ def _append_note(app, doctree) -> None:
     asserts, cells = count_checks(path)
     if not asserts:
         return
+    # the repository's pages in the publishing workflow's build (book/_ext/publication.py);
+    # elsewhere the notebook served with the site, and tests/ named without a link
     base = app.config.html_theme_options.get("repository_url", "").rstrip("/")
     branch = app.config.html_theme_options.get("repository_branch", "main")
-    notebook_url = f"{base}/blob/{branch}/{path.resolve().relative_to(ROOT).as_posix()}"
-    tests_url = f"{base}/tree/{branch}/tests"
+    if base:
+        notebook_url = f"{base}/blob/{branch}/{path.resolve().relative_to(ROOT).as_posix()}"
+        tests_url = f"{base}/tree/{branch}/tests"
+    else:
+        notebook_url, tests_url = f"../_sources/{app.env.docname}.ipynb", None
     before, link_text, middle, after = WORDS.get(app.config.language or "en", WORDS["en"])
     note = nodes.paragraph(classes=["checked-note"])
     note += nodes.Text(before.format(n=asserts, m=cells))
     note += nodes.reference("", link_text, refuri=notebook_url)
     note += nodes.Text(middle)
-    note += nodes.reference("", "", nodes.literal("", "tests/"), refuri=tests_url)
+    note += (
+        nodes.reference("", "", nodes.literal("", "tests/"), refuri=tests_url)
+        if tests_url
+        else nodes.literal("", "tests/")
+    )
     note += nodes.Text(after)
     sections = [child for child in doctree.children if isinstance(child, nodes.section)]
     (sections[-1] if sections else doctree).append(note)

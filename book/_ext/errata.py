@@ -1,0 +1,86 @@
+"""The ``errata`` directive: every correction to a published statement, from one data file
+(``posenc_book/data/errata.yaml``; the Traditional edition reads its converted copy).
+
+One row per correction: the page, what was said, what is right, and the first version that
+carries the correction. ``:lang: zh`` takes each entry's ``zh`` texts; the directive's
+content then gives the page's words, one ``key = text`` per line (the keys of ``WORDS``), and
+a key left out is a build warning, which fails ``-W``. So is an entry without its texts or
+with a page that does not exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGGER = logging.getLogger(__name__)
+
+WORDS = {
+    "page": "page",
+    "said": "what it said",
+    "right": "what is right",
+    "since": "corrected in",
+    "found": "found by",
+    "unreleased": "the next release",
+    "ledger": "the ledger's re-examination",
+    "audit": "an audit",
+    "review": "a review",
+    "intro": "introduction",
+    "glossary": "glossary",
+    "none": "No published statement has been corrected.",
+}
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class Errata(SphinxDirective):
+    required_arguments = 1  # the data file, relative to the repository root
+    has_content = True
+    option_spec = {"lang": lambda text: text.strip()}
+
+    def run(self):
+        path = ROOT / self.arguments[0]
+        self.env.note_dependency(str(path))
+        lang = self.options.get("lang")
+        words = dict(WORDS)
+        given = dict(line.split(" = ", 1) for line in self.content if " = " in line)
+        if lang:
+            for key in WORDS.keys() - given.keys():
+                LOGGER.warning("errata: no translation of %r", key, location=self.get_location())
+        words.update(given)
+        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        lines = [
+            "| " + " | ".join(words[k] for k in ("page", "said", "right", "since", "found")) + " |",
+            "|---|---|---|---|---|",
+        ]
+        for entry in entries:
+            texts = entry.get(lang, {}) if lang else entry
+            said, right = texts.get("said"), texts.get("right")
+            page = entry.get("page", "")
+            if not said or not right or f"book/{page}" not in self.env.found_docs:
+                LOGGER.warning("errata: entry %r lacks its texts or its page", entry, location=self.get_location())
+                continue
+            if "|" in said + right:
+                LOGGER.warning("errata: '|' in an entry breaks the table: %r", entry, location=self.get_location())
+            title = words.get(page, page[:2].lstrip("0") if page[:2].isdigit() else page)
+            since = words["unreleased"] if entry["since"] == "unreleased" else entry["since"]
+            found = words.get(entry.get("found", ""), entry.get("found", ""))
+            lines.append(f"| [{title}]({page}) | {one_line(said)} | {one_line(right)} | {since} | {found} |")
+        if len(lines) == 2:
+            lines = [words["none"]]
+        container = nodes.container(classes=["errata"])
+        self.state.nested_parse(StringList(lines, source=str(path)), self.content_offset, container)
+        return [container]
+
+
+def setup(app):
+    app.add_directive("errata", Errata)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,194 @@
+"""The ``execution-status`` directive: what the last runs of the chapters did, from the
+records that ``scripts/run_status.py`` writes after each run of ``make test``
+(``_build/status/*.json``, or the folder ``POSENC_STATUS`` names).
+
+Two tables: every chapter of every edition with its last run's result and wall time, then
+the runs themselves (date, versions, CPU kernel set). Nothing is typed by hand; without a
+record the page says so. The page is read again at every build, so it never shows an
+older build's records.
+
+In a translated edition the directive's content gives the page's words, one ``key = text``
+per line (the keys of ``WORDS``); a key left out is a build warning, which fails ``-W``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from pathlib import Path
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGGER = logging.getLogger(__name__)
+
+#: The page's words in English; a translated page gives all of them.
+WORDS = {
+    "none": (
+        "No run of the chapters has been recorded for this build. `make test` runs every chapter of "
+        "every edition and records each run; the site built after it shows the results here."
+    ),
+    "chapter": "chapter",
+    "en": "English",
+    "zh-hans": "Simplified Chinese",
+    "zh-hant": "Traditional Chinese",
+    "passed": "passed",
+    "failed": "failed",
+    "not run": "not run",
+    "cells": "cells",
+    "run": "run",
+    "edition": "edition",
+    "date": "started (UTC)",
+    "kernels": "CPU kernels",
+    "result": "result",
+    "native": "native",
+    "forced": "forced",
+    "no report": "left no report",
+    "check": "chapter 12 with Triton hidden",
+    "notebooks": "notebooks",
+}
+
+
+def status_folder() -> Path:
+    return Path(os.environ.get("POSENC_STATUS") or ROOT / "_build" / "status")
+
+
+def load_records(folder: Path) -> list[dict]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from run_status import load_records as load
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return load(folder)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def when(iso: str) -> str:
+    try:
+        moment = datetime.datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return str(iso)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def kernels(record: dict, words: dict) -> str:
+    k = record.get("kernels", {})
+    used = k.get("used", "?")
+    return (
+        f"{used} ({words['forced']}: `ATEN_CPU_CAPABILITY={k['forced']}`)"
+        if k.get("forced")
+        else (f"{used} ({words['native']})")
+    )
+
+
+def latest(records: list[dict]) -> dict[tuple[str, str], tuple[dict, dict]]:
+    """{(edition, chapter): (notebook entry, its run)} from the newest full run of each."""
+    found = {}
+    for run in records:  # oldest first: a newer run replaces an older one
+        if run.get("kind", "chapters") != "chapters":
+            continue
+        for entry in run.get("notebooks", []):
+            found[entry["edition"], entry["notebook"]] = (entry, run)
+    return found
+
+
+def outcome(entry: dict, words: dict) -> str:
+    if entry["result"] == "passed":
+        return f"{words['passed']}, {duration(entry['seconds'])}"
+    cells = ", ".join(str(f["cell"]) for f in entry["failed"])
+    return f"**{words['failed']}** ({words['cells']} {cells}), {duration(entry['seconds'])}"
+
+
+def chapter_table(chapters: list[str], records: list[dict], words: dict) -> list[str]:
+    found = latest(records)
+    editions = ("en", "zh-hans", "zh-hant")
+    lines = [
+        "| " + " | ".join([words["chapter"], *(words[e] for e in editions)]) + " |",
+        "|" + "---|" * (1 + len(editions)),
+    ]
+    for stem in chapters:
+        cells = []
+        for edition in editions:
+            entry = found.get((edition, stem))
+            cells.append(outcome(entry[0], words) + f" ({entry[1]['run']})" if entry else words["not run"])
+        lines.append(f"| [{stem[:2].lstrip('0')}]({stem}) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def run_table(records: list[dict], words: dict) -> list[str]:
+    heads = ("run", "edition", "notebooks", "result", "date", "kernels")
+    lines = [
+        "| " + " | ".join([*(words[h] for h in heads), "Python", "torch", "transformers", "Triton"]) + " |",
+        "|" + "---|" * (len(heads) + 4),
+    ]
+    for run in records:
+        notebooks = run.get("notebooks", [])
+        failed = [n["notebook"] for n in notebooks if n["result"] == "failed"]
+        if "error" in run:
+            result = f"**{words['no report']}**"
+        elif failed:
+            result = f"**{words['failed']}**: " + ", ".join(failed)
+        else:
+            result = words["passed"]
+        name = f"`{run['run']}`" + (f" ({words['check']})" if run.get("kind") == "check" else "")
+        row = [
+            name,
+            words.get(run.get("edition") or "", run.get("edition") or ""),
+            str(len(notebooks)),
+            result,
+            when(run.get("date")),
+            kernels(run, words),
+            *(run.get(k, "?") for k in ("python", "torch", "transformers", "triton")),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+class ExecutionStatus(SphinxDirective):
+    has_content = True
+
+    def run(self):
+        self.env.posenc_status_docs = getattr(self.env, "posenc_status_docs", set()) | {self.env.docname}
+        words = dict(WORDS)
+        given = dict(line.split(" = ", 1) for line in self.content if " = " in line)
+        if given:
+            for key in WORDS.keys() - given.keys():
+                LOGGER.warning("execution-status: no translation of %r", key, location=self.get_location())
+            words.update(given)
+        records = load_records(status_folder())
+        if not records:
+            lines = [words["none"]]
+        else:
+            chapters = sorted(Path(doc).name for doc in self.env.found_docs if Path(doc).name[:2].isdigit())
+            lines = [*chapter_table(chapters, records, words), "", *run_table(records, words)]
+        container = nodes.container(classes=["execution-status"])
+        self.state.nested_parse(StringList(lines, source="execution-status"), self.content_offset, container)
+        return [container]
+
+
+def _always_read(app, env, added, changed, removed):
+    """The page shows the newest records: read it again at every build."""
+    return sorted(getattr(env, "posenc_status_docs", set()) - removed)
+
+
+def _merge(app, env, docnames, other):
+    env.posenc_status_docs = getattr(env, "posenc_status_docs", set()) | getattr(other, "posenc_status_docs", set())
+
+
+def setup(app):
+    app.add_directive("execution-status", ExecutionStatus)
+    app.connect("env-get-outdated", _always_read)
+    app.connect("env-merge-info", _merge)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
