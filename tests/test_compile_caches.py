@@ -54,6 +54,7 @@ def run_chapters(runs: list[str], notebooks: list[Path], tmp: Path, shared: Path
         f"PY={sys.executable}", f"NBVAL={RUN_CELLS}", f"NBVAL_LAX={RUN_CELLS} --lax",
         f"CHAPTERS={names}", f"HANT={names}", f"HANS={names}",
         f"NO_TRITON_CHAPTER={LEFTOVERS.name}", f"CACHES={tmp / 'caches'}", f"ELSEWHERE={tmp / 'elsewhere'}",
+        f"STATUS={tmp / 'status'}",
         *runs,
     ]  # fmt: skip
     return subprocess.run(command, env=shared_env(shared), capture_output=True, text=True, timeout=600)

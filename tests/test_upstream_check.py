@@ -153,3 +153,19 @@ def test_the_workflows_pass_the_linters():
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_release_workflow_checks_the_tag_then_attaches_wheel_pdf_site_and_citation():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    assert workflow[True] == {"push": {"tags": ["v*"]}}
+    assert workflow["permissions"] == {"contents": "read"}
+    job = workflow["jobs"]["release"]
+    assert job["permissions"] == {"contents": "write"}
+    runs = [s.get("run", "") for s in job["steps"]]
+    order = ["scripts/release.py check", "make test", "sync_repo_url.py --publish", "pip wheel", "gh release create"]
+    where = [next(i for i, run in enumerate(runs) if step in run) for step in order]
+    assert where == sorted(where), "check the tag, test, then add the addresses, build and release"
+    release = runs[where[-1]]
+    for asset in ("dist/*.whl", "dist/*.pdf", "dist/*.tar.gz", "dist/CITATION.cff", "--notes-file dist/notes.md"):
+        assert asset in release
+    assert all("${{" not in run for run in runs), "expressions go through env, not into scripts"
