@@ -312,7 +312,12 @@ def test_checks_run_but_the_page_does_not_show_them(page):
     notes = NOTE.findall(html)
     assert len(notes) == 1, f"{len(notes)} check notes"
     assert str(asserts) in notes[0] and str(cells) in notes[0]
-    assert f"/blob/main/{source.as_posix()}" in notes[0] and "/tree/main/tests" in notes[0]
+    if "/blob/main/" in notes[0]:  # built by the publishing workflow: the repository's pages
+        assert f"/blob/main/{source.as_posix()}" in notes[0] and "/tree/main/tests" in notes[0]
+    else:  # any other build: the notebook served with the site, and tests/ named
+        target = re.search(r'href="([^"]*_sources/[^"]*\.ipynb)"', notes[0])
+        assert target and target.group(1).endswith(f"book/{source.name}"), notes[0]
+        assert (page.parent / target.group(1)).is_file() and "tests/" in notes[0]
     assert html.rfind('class="checked-note"') > html.rfind("cell_input")  # after the last cell shown
 
 
