@@ -5,9 +5,9 @@ Two layouts are in use for the same set of (sin, cos) or (x, y) pairs:
 * ``"interleaved"``: pair ``i`` sits at channels ``2i`` and ``2i + 1``
   (Vaswani et al. 2017; RoFormer, GPT-J and Meta's LLaMA for rotary).
 * ``"concat"``: the first members of all pairs, then all second members; pair
-  ``i`` sits at channels ``i`` and ``i + d/2`` (tensor2tensor and fairseq for
-  sinusoidal; GPT-NeoX and Hugging Face's LLaMA for rotary, where it is called
-  ``"half"``).
+  ``i`` sits at channels ``i`` and ``i + d/2`` (the order of tensor2tensor and fairseq
+  for sinusoidal, whose frequencies also differ from the paper's; GPT-NeoX and Hugging
+  Face's LLaMA for rotary, where it is called ``"half"``).
 
 They hold the same numbers in a different order; :func:`layout_permutation`
 gives that order.
@@ -19,7 +19,7 @@ import torch
 
 from ._checks import check_choice, check_even_dim
 
-#: Layouts of the sinusoidal encoding: the paper's, and tensor2tensor's and fairseq's.
+#: Layouts of the sinusoidal encoding: the paper's, and the order tensor2tensor and fairseq use.
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
 #: Layouts of the rotary pairs: GPT-NeoX's and Hugging Face LLaMA's, and RoFormer's, GPT-J's and Meta's.
 ROPE_LAYOUTS = ("half", "interleaved")

@@ -130,7 +130,8 @@ def sinusoidal_encoding(
         base: Frequency base; 10000 in the paper.
         layout: ``"interleaved"`` puts ``sin`` at channel ``2i`` and ``cos`` at
             ``2i + 1`` (the paper's); ``"concat"`` puts all sines first, then
-            all cosines (tensor2tensor, fairseq, Marian); for an odd ``d``,
+            all cosines, the paper's numbers in Marian's order (tensor2tensor and fairseq
+            use that order with other frequencies, ``10000 ** (-i / (d/2 - 1))``); for an odd ``d``,
             ``ceil(d/2)`` sines then ``floor(d/2)`` cosines, as Marian does.
         dtype: Floating dtype of the result.
         angle_dtype: Dtype in which the angles ``p * w_i`` are formed. The

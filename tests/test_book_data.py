@@ -32,6 +32,8 @@ def test_recorded_globs_the_data_folder():
         "claims.yaml",
         "claims.zh-hans.yaml",
         "claims.zh-hant.yaml",
+        "errata.yaml",
+        "errata.zh-hant.yaml",
     ]
     assert recorded("gpu_rope_*.json") == sorted(recorded("gpu_rope_*.json"))
 
