@@ -68,6 +68,10 @@ PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
     "Hide the bookkeeping code": "隐藏整理数据的代码",
     "Hide the measuring code": "隐藏测量代码",
     "Hide the install cell": "隐藏安装单元格",
+    "Show the imports": "显示导入代码",
+    "Hide the imports": "隐藏导入代码",
+    "Show the code behind this output": "显示这段输出背后的代码",
+    "Hide the code behind this output": "隐藏这段输出背后的代码",
 }
 EDITION = {
     "zh-hans": {"language": "zh_CN", "title": "位置编码，逐一验证"},
