@@ -50,6 +50,7 @@ WORDS = {
     "no report": "left no report",
     "check": "chapter 12 with Triton hidden",
     "notebooks": "notebooks",
+    "versions": "versions",
 }
 
 
@@ -83,14 +84,15 @@ def when(iso: str) -> str:
     return moment.strftime("%Y-%m-%d %H:%M")
 
 
+VERSIONS = (("Python", "python"), ("torch", "torch"), ("transformers", "transformers"), ("Triton", "triton"))
+
+
 def kernels(record: dict, words: dict) -> str:
     k = record.get("kernels", {})
     used = k.get("used", "?")
-    return (
-        f"{used} ({words['forced']}: `ATEN_CPU_CAPABILITY={k['forced']}`)"
-        if k.get("forced")
-        else (f"{used} ({words['native']})")
-    )
+    # forced: set by ATEN_CPU_CAPABILITY (the page says how each run sets it); no code span, which
+    # would not wrap and would widen the table past the column
+    return f"{used} ({words['forced'] if k.get('forced') else words['native']})"
 
 
 def latest(records: list[dict]) -> dict[tuple[str, str], tuple[dict, dict]]:
@@ -128,11 +130,9 @@ def chapter_table(chapters: list[str], records: list[dict], words: dict) -> list
 
 
 def run_table(records: list[dict], words: dict) -> list[str]:
-    heads = ("run", "edition", "notebooks", "result", "date", "kernels")
-    lines = [
-        "| " + " | ".join([*(words[h] for h in heads), "Python", "torch", "transformers", "Triton"]) + " |",
-        "|" + "---|" * (len(heads) + 4),
-    ]
+    # six columns, the versions in one cell that wraps, so that the table fits the column at 1280 px
+    heads = ("run", "edition", "result", "date", "kernels", "versions")
+    lines = ["| " + " | ".join(words[h] for h in heads) + " |", "|" + "---|" * len(heads)]
     for run in records:
         notebooks = run.get("notebooks", [])
         failed = [n["notebook"] for n in notebooks if n["result"] == "failed"]
@@ -146,11 +146,10 @@ def run_table(records: list[dict], words: dict) -> list[str]:
         row = [
             name,
             words.get(run.get("edition") or "", run.get("edition") or ""),
-            str(len(notebooks)),
-            result,
+            f"{result} ({len(notebooks)} {words['notebooks']})",
             when(run.get("date")),
             kernels(run, words),
-            *(run.get(k, "?") for k in ("python", "torch", "transformers", "triton")),
+            ", ".join(f"{name} {run.get(k, '?')}" for name, k in VERSIONS),
         ]
         lines.append("| " + " | ".join(row) + " |")
     return lines
