@@ -174,3 +174,30 @@ def test_module_dropout_after_addition():
 def test_bad_input_names_argument_and_value(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+FAIRSEQ_TABLES = ["m2m_100", "nllb_moe", "xglm", "fsmt", "speech_to_text", "musicgen", "trocr"]
+
+
+@pytest.mark.parametrize("family", FAIRSEQ_TABLES)
+def test_the_models_chapter_2_names_use_fairseqs_ladder_not_the_papers(family):
+    """Chapter 2: these ports of fairseq's table turn pair i at 10000^(-i/(d/2-1)), concatenated."""
+    import importlib
+    import inspect
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    classes = [c for name, c in vars(module).items() if inspect.isclass(c) and "Sinusoidal" in name]
+    (table_class,) = [c for c in classes if hasattr(c, "get_embedding")]
+    arguments = (20, 16) if len(inspect.signature(table_class.get_embedding).parameters) == 2 else (20, 16, None)
+    theirs = table_class.get_embedding(*arguments).double()  # row p: position p
+    p = torch.arange(20, dtype=torch.float64)[:, None]
+    ladder = 10000.0 ** (-torch.arange(8, dtype=torch.float64) / 7)
+    sin, cos = torch.sin(p * ladder), torch.cos(p * ladder)
+    # the ladder is what the chapter names; MusicGen puts the cosines first
+    orders = [torch.cat([sin, cos], dim=-1), torch.cat([cos, sin], dim=-1)]
+    assert any(torch.allclose(theirs, order, atol=1e-5) for order in orders)
+    paper = sinusoidal_table(20, 16, layout="concat", dtype=torch.float64)
+    assert (theirs - paper).abs().max() > 0.1  # not the paper's numbers reordered
