@@ -28,6 +28,10 @@ _escape = partial(html.escape, quote=False)
 TEX = [("\\pi", "π"), ("\\cdot", "·"), ("\\text{base}", "base"), ("\\times", "×"), ("$", ""), ("`", "")]
 
 
+#: The ledger's own page (a reference page since the chapters became twelve).
+LEDGER = "13_claims"
+
+
 def section_id(title: str) -> str:
     """The id Sphinx gives a heading: lower case, other characters turned into hyphens."""
     text = re.sub(r"[^a-z0-9]+", "-", title.replace("$", "").replace("`", "").lower())
@@ -105,7 +109,9 @@ def decided_by(claim: dict, sections: dict[str, dict[str, str]]) -> str:
     if claim.get("pending"):
         return word("pending").format(number=number)
     title = _escape(sections[stem].get(anchor, ""))
-    parts = [f'<a href="{stem}.html#{anchor}">{word("chapter").format(number=number)}{title}</a>']
+    # the ledger is a reference page, not a numbered chapter: its own sections are "this page"
+    label = word("ledger") if stem == LEDGER else word("chapter").format(number=number)
+    parts = [f'<a href="{stem}.html#{anchor}">{label}{title}</a>']
     if claim["test"]:
         test = _escape(claim["test"]).replace("_", "_<wbr>").replace("::", "::<wbr>")
         parts.append(f"{word('test')} <code>{test}</code>")

@@ -50,7 +50,7 @@ from posenc_book.ledger import TEX, section_id  # noqa: E402
 
 BOOK = ROOT / "book"
 DATA = ROOT / "posenc_book" / "data"
-PAGES = ("intro", "glossary", "bibliography", "bad_inputs", "api", "errata", "status")
+PAGES = ("intro", "running", "glossary", "bibliography", "bad_inputs", "api", "errata", "status")
 LOCALISED = "localised-output"
 PHRASES = ROOT / "scripts" / "zh_hant_phrases.tsv"
 PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese

@@ -19,22 +19,22 @@ ROOT = Path(__file__).resolve().parents[2]
 # (before the notebook link, the link's text, between the links, after the tests link)
 WORDS = {
     "en": (
-        "Re-checked when this page was built: {n} assertions in {m} cells that run with the page but are not shown (",
+        "\u2713 Checked when this page was built: {n} assertions in {m} hidden cells (",
         "the notebook",
-        "); the test suite (",
-        ") asserts the same claims again.",
+        "), asserted again in ",
+        ".",
     ),
     "zh_CN": (
-        "本页构建时重新验证了 {m} 个不在页面上显示、但随页面一起运行的单元格中的 {n} 条断言（",
+        "\u2713 本页构建时运行了 {m} 个隐藏单元格中的 {n} 条断言（见",
         "notebook",
-        "）；测试套件（",
-        "）会再验证一遍同样的论断。",
+        "），",
+        " 中的测试会再断言一遍。",
     ),
     "zh_TW": (
-        "本頁建置時重新驗證了 {m} 個不在頁面上顯示、但隨頁面一起執行的儲存格中的 {n} 條斷言（",
+        "\u2713 本頁建置時執行了 {m} 個隱藏儲存格中的 {n} 條斷言（見",
         "筆記本",
-        "）；測試套件（",
-        "）會再驗證一次同樣的論斷。",
+        "），",
+        " 中的測試會再斷言一次。",
     ),
 }
 

@@ -10,6 +10,7 @@ with a page that does not exist.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -26,15 +27,18 @@ WORDS = {
     "said": "what it said",
     "right": "what is right",
     "since": "corrected in",
-    "found": "found by",
-    "unreleased": "the next release",
-    "ledger": "the ledger's re-examination",
-    "audit": "an audit",
-    "review": "a review",
+    "unreleased": "the release after {version}",
     "intro": "introduction",
+    "13_claims": "claims ledger",
     "glossary": "glossary",
     "none": "No published statement has been corrected.",
 }
+
+
+def _version() -> str:
+    """The version the site is built from (``posenc/_version.py``, as the footer reads it)."""
+    text = (ROOT / "posenc" / "_version.py").read_text(encoding="utf-8")
+    return re.search(r'__version__ = "([^"]+)"', text).group(1)
 
 
 def one_line(text: str) -> str:
@@ -58,8 +62,8 @@ class Errata(SphinxDirective):
         words.update(given)
         entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
         lines = [
-            "| " + " | ".join(words[k] for k in ("page", "said", "right", "since", "found")) + " |",
-            "|---|---|---|---|---|",
+            "| " + " | ".join(words[k] for k in ("page", "said", "right", "since")) + " |",
+            "|---|---|---|---|",
         ]
         for entry in entries:
             texts = entry.get(lang, {}) if lang else entry
@@ -71,9 +75,9 @@ class Errata(SphinxDirective):
             if "|" in said + right:
                 LOGGER.warning("errata: '|' in an entry breaks the table: %r", entry, location=self.get_location())
             title = words.get(page, page[:2].lstrip("0") if page[:2].isdigit() else page)
-            since = words["unreleased"] if entry["since"] == "unreleased" else entry["since"]
-            found = words.get(entry.get("found", ""), entry.get("found", ""))
-            lines.append(f"| [{title}]({page}) | {one_line(said)} | {one_line(right)} | {since} | {found} |")
+            # not yet released: the release after the version the site is built from
+            since = words["unreleased"].format(version=_version()) if entry["since"] == "unreleased" else entry["since"]
+            lines.append(f"| [{title}]({page}) | {one_line(said)} | {one_line(right)} | {since} |")
         if len(lines) == 2:
             lines = [words["none"]]
         container = nodes.container(classes=["errata"])

@@ -29,8 +29,10 @@ LOGGER = logging.getLogger(__name__)
 #: The page's words in English; a translated page gives all of them.
 WORDS = {
     "none": (
-        "No run of the chapters has been recorded for this build. `make test` runs every chapter of "
-        "every edition and records each run; the site built after it shows the results here."
+        "This copy of the site was built by `make book` alone, which builds the pages without "
+        "running the tests, so there is no run to show. `make test` runs every chapter of every "
+        "edition, records each run and builds the site again; the published site is built that "
+        "way and shows its results here."
     ),
     "chapter": "chapter",
     "en": "English",

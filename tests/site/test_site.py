@@ -181,6 +181,17 @@ def test_site_size_budgets():
     assert page_weight(heaviest) < 2 * 2**20, f"{heaviest.name} weighs {page_weight(heaviest) / 2**20:.1f} MiB"
 
 
+def test_no_source_maps_are_published():
+    """The theme's source maps are for its own developers; the site ships neither them nor
+    comments that send a browser looking for them (scripts/share_assets.py)."""
+    static = [root / "_static" for root in (HTML, *(HTML / e for e in EDITIONS[1:])) if (root / "_static").is_dir()]
+    assert static
+    for folder in static:
+        assert not list(folder.rglob("*.map")), folder
+        for bundle in (*folder.rglob("*.js"), *folder.rglob("*.css")):
+            assert "sourceMappingURL" not in bundle.read_text(encoding="utf-8", errors="replace"), bundle
+
+
 def test_api_page_shows_no_borrowed_help():
     """Constants without a doc comment show no docstring, not their type's (tuple's, str's),
     and methods show their own docstring or none, not torch's."""
