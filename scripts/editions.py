@@ -17,7 +17,9 @@ three:
   them, and the language links keep their place.
 - ``zh-hans/book/*.md`` are the translated pages; their first line records the hash.
 - ``zh-hant/`` is generated entirely from ``zh-hans/``: OpenCC's ``s2twp`` conversion
-  (Taiwan usage) with the phrase table ``scripts/zh_hant_phrases.tsv`` applied first.
+  (Taiwan usage) with the phrase table ``scripts/zh_hant_phrases.tsv`` applied first, and
+  before that the rows and columns of ``scripts/zh_hant_rows.txt`` (a row is 行 on the
+  mainland and 列 in Taiwan, a column 列 and 欄).
 - The editions' ``_config.yml`` and ``_toc.yml`` are generated from the English ones.
 - ``posenc_book/data/claims.zh-hant.yaml`` is converted from ``claims.zh-hans.yaml``, and
   ``errata.zh-hant.yaml`` from ``errata.yaml`` (its ``zh`` texts are Simplified);
@@ -53,6 +55,8 @@ DATA = ROOT / "posenc_book" / "data"
 PAGES = ("intro", "running", "glossary", "bibliography", "bad_inputs", "api", "errata", "status")
 LOCALISED = "localised-output"
 PHRASES = ROOT / "scripts" / "zh_hant_phrases.tsv"
+ROWS = ROOT / "scripts" / "zh_hant_rows.txt"
+ROW, COLUMN = "\uf8fe", "\uf8ff"  # a row's 行 and a column's 列 while OpenCC runs (private use)
 PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
     "Show the plotting code": "显示绘图代码",
     "Hide the plotting code": "隐藏绘图代码",
@@ -94,7 +98,7 @@ def sha(text: str) -> str:
 
 
 class Hant:
-    """Simplified to Traditional Chinese: the phrase table first, then OpenCC's s2twp."""
+    """Simplified to Traditional Chinese: rows and columns, the phrase table, then OpenCC's s2twp."""
 
     def __init__(self) -> None:
         import opencc
@@ -102,8 +106,25 @@ class Hant:
         self.cc = opencc.OpenCC("s2twp")
         rows = [line.split("\t") for line in PHRASES.read_text(encoding="utf-8").splitlines()]
         self.phrases = sorted((r for r in rows if len(r) == 2 and not r[0].startswith("#")), key=lambda r: -len(r[0]))
+        contexts = [c for c in ROWS.read_text(encoding="utf-8").splitlines() if c.strip() and not c.startswith("#")]
+        self.contexts = sorted(
+            (
+                (c.replace("{行}", "行").replace("{列}", "列"), c.replace("{行}", ROW).replace("{列}", COLUMN))
+                for c in contexts
+            ),
+            key=lambda c: -len(c[0]),
+        )
+
+    def mark_rows_and_columns(self, text: str) -> str:
+        """The text with the 行 of each row and the 列 of each column that ``zh_hant_rows.txt``
+        lists (``{行}``, ``{列}`` in their contexts, longest context first) marked ``ROW`` and
+        ``COLUMN``; a 行 that is a line of text or code, and every other 行 and 列, unmarked."""
+        for context, marked in self.contexts:
+            text = text.replace(context, marked)
+        return text
 
     def __call__(self, text: str) -> str:
+        text = self.mark_rows_and_columns(text)
         kept = []
         for simplified, traditional in self.phrases:  # longest first; private-use marks survive OpenCC
             while simplified in text:
@@ -112,7 +133,7 @@ class Hant:
         text = self.cc.convert(text)
         for number, traditional in enumerate(kept):
             text = text.replace(chr(0xE000 + number), traditional)
-        return text
+        return text.replace(ROW, "列").replace(COLUMN, "欄")  # Taiwan: a row is 列, a column 欄
 
 
 def headings(markdown: str, top: int = 2) -> list[tuple[int, str]]:

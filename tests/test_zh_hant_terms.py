@@ -1,0 +1,162 @@
+"""Words the Traditional (Taiwan) edition must get right, beyond what OpenCC's s2twp knows.
+
+``zh-hant/`` is converted from ``zh-hans/`` by ``scripts/editions.py``. These tests hold the
+conversion to Taiwan usage where a mechanical conversion reads the mainland way.
+
+Rows and columns: on the mainland a row is 行 and a column 列; in Taiwan a row is 列 and a
+column 欄, and 行 reads as a column. ``scripts/zh_hant_rows.txt`` lists every row and column
+of the Simplified text in its context. A 行 left in the Traditional text must be a line of
+text or code (or part of a word such as 執行), and a 列 of the Simplified text that means a
+column must be one the list decides, so that it becomes 欄.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from functools import cache
+
+import nbformat
+import pytest
+from chapters import ROOT
+
+_spec = importlib.util.spec_from_file_location("editions", ROOT / "scripts" / "editions.py")
+editions = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(editions)
+
+#: 行 as a line of text or code in the Traditional edition: the only 行 a row may not be.
+LINES = re.compile(
+    r"\d+ 行(?:程式碼|實作|顯示出來的程式碼)"  # 25 行程式碼, 25 行實作 RoPE, 每分鐘讀 20 行顯示出來的程式碼
+    r"|[一兩幾四]行(?:程式碼|公式|文字)"  # 四行程式碼, 這兩行公式, 一行文字, 幾行程式碼, 那一行程式碼
+    r"|那一行(?:的(?:相同)?註[解釋]|上方|上)"  # 正弦那一行的註解, position 那一行上方, 源文件那一行上
+    r"|這一行建立|該行末尾|同一行末尾|同樣幾行上|兩行上的註[解釋]|一行與此相同"  # lines of the tutorials' code
+    r"|文件中的哪一行|最後一行會說明|合併為一行|逐行手工計算|逐行審查|行號"
+)
+#: Words in which 行 is neither a row nor a line.
+WORDS_WITH_HANG = re.compile(r"執行|進行|運行|並行|平行|行為|換行|可行|自行|另行|不行|行不通|各行其是|反其道而行")
+#: Words in which 列 is not a column (a sequence, a list, to list, to line up).
+WORDS_WITH_LIE = re.compile(
+    r"序列|列表|排列|列出|系列|数列|并列|队列|列举|罗列|下列|列入|列为|列在|列成|所列|各列一张表"
+)
+MAINLAND = {  # how the converted text would read with the mainland's 行 and 列, and what it must say
+    "按行计算的 softmax": "按列計算的 softmax",
+    "对行和列做置换": "對列和欄做置換",
+    "第 $i$ 行从第 $n_q - 1 - i$ 列开始": "第 $i$ 列從第 $n_q - 1 - i$ 欄開始",
+    "查询（行）对 11 个键（列）": "查詢（列）對 11 個鍵（欄）",
+    "投影矩阵的行": "投影矩陣的列",
+    "表中有两列可以用代码核对": "表中有兩欄可以用程式碼核對",
+}
+KEPT = {  # lines of text and code, and 行 and 列 in other words, as s2twp writes them
+    "只用四行代码就能算出它": "只用四行程式碼就能算出它",
+    "并用 25 行代码写出来": "並用 25 行程式碼寫出來",
+    "完整的目录按类别各列一张表": "完整的目錄按類別各列一張表",
+    "按顺序列出这些值": "按順序列出這些值",
+    "序列维在前": "序列維在前",
+}
+
+
+def traditional_texts() -> list[tuple[str, str]]:
+    """``(where, text)`` of every converted text of the Traditional edition as committed."""
+    found = []
+    for path in sorted((ROOT / "zh-hant" / "book").glob("*.ipynb")):
+        for number, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type == "markdown":
+                found.append((f"{path.name} [{number}]", cell.source))
+            mystnb = cell.metadata.get("mystnb", {})
+            for key, field in (("image", "alt"), ("figure", "caption")):
+                if field in mystnb.get(key, {}):
+                    found.append((f"{path.name} [{number}] {field}", mystnb[key][field]))
+    for path in sorted((ROOT / "zh-hant" / "book").glob("*.md")):
+        found.append((path.name, path.read_text(encoding="utf-8")))
+    for name in ("claims.zh-hant.yaml", "errata.zh-hant.yaml"):
+        found.append((name, (ROOT / "posenc_book" / "data" / name).read_text(encoding="utf-8")))
+    return found
+
+
+@cache
+def simplified_texts() -> tuple[str, ...]:
+    """Every text the Traditional edition is converted from (pages, prose, alt texts,
+    captions, claims, errata), as ``scripts/editions.py`` hands them to the converter."""
+    seen, hant = [], editions.Hant()
+
+    def convert(text: str) -> str:
+        seen.append(text)
+        return hant(text)
+
+    editions.expected_files(convert)
+    return tuple(dict.fromkeys(seen))
+
+
+def rows_read_as_columns(text: str) -> list[str]:
+    """The places where a 行 of the Traditional text is neither a line nor part of a word:
+    a row (or a column) written the mainland way, which a Taiwanese reader takes for a column."""
+    text = WORDS_WITH_HANG.sub("", LINES.sub("", text))
+    return [text[max(0, m.start() - 12) : m.end() + 8].replace("\n", " ") for m in re.finditer("行", text)]
+
+
+def undecided_columns(simplified: str, hant) -> list[str]:
+    """The places where the Simplified text uses 列 for a column that the row and column list
+    does not decide (it would stay 列, a row in Taiwan)."""
+    text = WORDS_WITH_LIE.sub(lambda m: "\0" * len(m.group()), hant.mark_rows_and_columns(simplified))
+    return [text[max(0, m.start() - 12) : m.end() + 8].replace("\n", " ") for m in re.finditer("列", text)]
+
+
+def test_the_checks_flag_the_mainland_forms():
+    hant = editions.Hant()
+    for mainland in (
+        "按行計算的",
+        "交換第 0 行和第 3 行",
+        "每一行都有錯",
+        "行向量",
+        "行和",
+        "矩陣的行",
+        "表中對應的行",
+    ):
+        assert rows_read_as_columns(mainland), mainland
+    for line in ("只用四行程式碼", "25 行實作 RoPE", "這兩行公式", "圖下方的一行文字", "執行這一章"):
+        assert not rows_read_as_columns(line), line
+    for column in ("第 9 列", "列向量", "列和", "矩阵的列", "每一列"):
+        assert undecided_columns(column, hant), column
+    for word in ("序列", "列出", "按类别各列一张表", "差距列在"):
+        assert not undecided_columns(word, hant), word
+
+
+@pytest.mark.parametrize("simplified", MAINLAND)
+def test_rows_become_lie_and_columns_lan(simplified):
+    assert editions.Hant()(simplified) == MAINLAND[simplified]
+
+
+@pytest.mark.parametrize("simplified", KEPT)
+def test_lines_and_other_words_keep_their_characters(simplified):
+    assert editions.Hant()(simplified) == KEPT[simplified]
+
+
+def test_no_row_reads_as_a_column_in_the_traditional_edition():
+    """Every 行 left in zh-hant is a line of text or code (``LINES``) or part of a word."""
+    found = [f"{where}: …{hit}…" for where, text in traditional_texts() for hit in rows_read_as_columns(text)]
+    assert not found, (
+        "行 that reads as a column in Taiwan; if it is a row, add its context to "
+        f"scripts/zh_hant_rows.txt, if it is a line of text or code, to LINES: {found}"
+    )
+
+
+def test_every_column_of_the_simplified_text_is_decided():
+    """Every 列 of zh-hans that is not part of a word (序列, 列出…) is a column that
+    ``scripts/zh_hant_rows.txt`` decides, so that zh-hant writes 欄."""
+    hant = editions.Hant()
+    found = [hit for text in simplified_texts() for hit in undecided_columns(text, hant)]
+    assert not found, (
+        f"列 not decided; add its context to scripts/zh_hant_rows.txt (or the word to WORDS_WITH_LIE): {found}"
+    )
+
+
+def test_every_row_and_column_context_is_used():
+    """A context the text no longer has is a decision nobody checks: remove or update it."""
+    hant, used = editions.Hant(), set()
+    for text in simplified_texts():
+        for context, marked in hant.contexts:  # as mark_rows_and_columns applies them
+            if context in text:
+                used.add(context)
+                text = text.replace(context, marked)
+    unused = [c for c, _ in hant.contexts if c not in used]
+    assert not unused, f"contexts in scripts/zh_hant_rows.txt that no text uses: {unused}"
