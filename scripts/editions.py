@@ -286,22 +286,51 @@ def edition_config(lang: str, convert) -> dict[str, str]:
     return {f"{lang}/_config.yml": dump(config), f"{lang}/_toc.yml": dump(toc)}
 
 
+GLOSSARY_FIELD = re.compile(r"繁体 ([^。；（）]+(?:（[^（）]*）)?)")  # 繁体 X, or 繁体 X（Y）
+
+
+def simplified_form(entry: str, traditional: str, convert) -> str:
+    """The Simplified form of one glossary field's Traditional text, as the Simplified
+    glossary writes it in the same entry (its headword, an alternative, or a word of the
+    definition): each Han part of ``traditional`` (between 、 and brackets) is the text of
+    the entry that the Traditional edition converts to it, the headword first."""
+    headwords = [line for line in entry.split("\n") if line and not line.startswith(" ")]
+    text = GLOSSARY_FIELD.sub("", entry)  # not the Traditional fields themselves
+    parts = re.split(r"(、|（|）)", traditional)
+    for number, part in enumerate(parts):
+        if not re.search(r"[\u4e00-\u9fff]", part):
+            continue
+        found = next((w for w in headwords if convert(w) == part), None)
+        for size in (0, 1, -1, 2, -2):  # a conversion may change a word's length (代码 -> 程式碼)
+            width = len(part) + size
+            found = found or next(
+                (w for i in range(len(text) - width + 1) if convert(w := text[i : i + width]) == part), None
+            )
+        if found is None:
+            raise SystemExit(
+                f"glossary: no Simplified word of the entry {headwords[0]!r} converts to 繁体 {part!r}; "
+                "write the Simplified term in the entry or correct the Traditional form"
+            )
+        parts[number] = found
+    return "".join(parts)
+
+
 def glossaries(hans: str, convert) -> tuple[str, str]:
     """The two glossaries. The Simplified one gives each term's Traditional form as the
-    Traditional edition writes it (``繁体 X``, recomputed); the Traditional one gives the
-    Simplified form instead (``简体 X``), not its own headword again."""
-    import opencc
-
-    simplified = opencc.OpenCC("t2s").convert
-    field = re.compile(r"繁体 ([^。；（）]+)")
-    hans = field.sub(lambda m: f"繁体 {convert(simplified(m.group(1)))}", hans)
+    Traditional edition writes it (``繁体 X``, checked: X must be the conversion of the
+    term the entry gives); the Traditional one gives the Simplified form instead
+    (``简体 X``), as the Simplified edition writes it, not its own headword again nor a
+    character-by-character conversion back (the two may differ in words: 因果掩码, 因果遮罩)."""
     kept = []
 
-    def hide(match: re.Match) -> str:
-        kept.append(simplified(match.group(1)))
-        return f"简体 {chr(0xF000 + len(kept) - 1)}"
+    def hide(entry: str) -> str:
+        def one(match: re.Match) -> str:
+            kept.append(simplified_form(entry, match.group(1), convert))
+            return f"简体 {chr(0xF000 + len(kept) - 1)}"
 
-    hant = convert(field.sub(hide, hans))
+        return GLOSSARY_FIELD.sub(one, entry)
+
+    hant = convert("\n\n".join(hide(entry) for entry in hans.split("\n\n")))
     for number, text in enumerate(kept):
         hant = hant.replace(chr(0xF000 + number), text)
     return hans, hant

@@ -77,13 +77,17 @@ def traditional_texts() -> list[tuple[str, str]]:
 def simplified_texts() -> tuple[str, ...]:
     """Every text the Traditional edition is converted from (pages, prose, alt texts,
     captions, claims, errata), as ``scripts/editions.py`` hands them to the converter."""
-    seen, hant = [], editions.Hant()
+    seen, hant, probe = [], editions.Hant(), editions.simplified_form
 
     def convert(text: str) -> str:
         seen.append(text)
         return hant(text)
 
-    editions.expected_files(convert)
+    editions.simplified_form = lambda entry, traditional, _: probe(entry, traditional, hant)  # not its trials
+    try:
+        editions.expected_files(convert)
+    finally:
+        editions.simplified_form = probe
     return tuple(dict.fromkeys(seen))
 
 
@@ -160,3 +164,43 @@ def test_every_row_and_column_context_is_used():
                 text = text.replace(context, marked)
     unused = [c for c, _ in hant.contexts if c not in used]
     assert not unused, f"contexts in scripts/zh_hant_rows.txt that no text uses: {unused}"
+
+
+def glossary_fields(lang: str, label: str) -> dict[str, str]:
+    """``{headword: the field after label (繁体 or 簡體)}`` of an edition's glossary entries."""
+    text = (ROOT / lang / "book" / "glossary.md").read_text(encoding="utf-8")
+    return {
+        entry.split("\n")[0]: match.group(1)
+        for entry in text.split("\n\n")
+        if (match := re.search(rf"；{label} ([^。；（）]+(?:（[^（）]*）)?)", entry))
+    }
+
+
+def test_the_traditional_glossary_gives_the_simplified_edition_s_terms():
+    """簡體 X in zh-hant's glossary is the term as zh-hans writes it, not the Traditional
+    term converted back character by character (which kept 遮罩, 快取, 內插, 全域)."""
+    import opencc
+
+    fields = glossary_fields("zh-hant", "簡體")
+    assert len(fields) == len(glossary_fields("zh-hans", "繁体")) > 25
+    assert {k: fields[k] for k in ("因果遮罩", "鍵值快取", "位置內插", "局部注意力", "腦浮點數")} == {
+        "因果遮罩": "因果掩码",
+        "鍵值快取": "键值缓存",
+        "位置內插": "位置插值",
+        "局部注意力": "局部注意力、全局注意力",
+        "腦浮點數": "bfloat16（脑浮点数）",
+    }
+    hans = (ROOT / "zh-hans" / "book" / "glossary.md").read_text(encoding="utf-8")
+    outside_fields = editions.GLOSSARY_FIELD.sub("", hans)
+    simplified = opencc.OpenCC("t2s").convert
+    for headword, field in fields.items():
+        for word in re.findall(r"[^、（）]*[\u4e00-\u9fff][^、（）]*", field):
+            assert word in outside_fields and simplified(word) == word, (headword, word)
+
+
+def test_a_glossary_field_that_no_simplified_word_gives_fails_the_build():
+    entry = "因果掩码\ncausal mask\n  英文 causal mask；繁体 因果屏蔽。像解码器中那样。"
+    with pytest.raises(SystemExit, match="因果屏蔽"):
+        editions.glossaries(entry, editions.Hant())
+    hans, hant = editions.glossaries(entry.replace("因果屏蔽", "因果遮罩"), editions.Hant())
+    assert "简体" not in hant and "簡體 因果掩码。" in hant and "繁体 因果遮罩。" in hans
