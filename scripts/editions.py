@@ -57,6 +57,7 @@ LOCALISED = "localised-output"
 PHRASES = ROOT / "scripts" / "zh_hant_phrases.tsv"
 ROWS = ROOT / "scripts" / "zh_hant_rows.txt"
 ROW, COLUMN = "\uf8fe", "\uf8ff"  # a row's 行 and a column's 列 while OpenCC runs (private use)
+LATIN_START, LATIN_END = "\uf8fc", "\uf8fd"  # where a phrase begins or ends with a Latin letter
 PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
     "Show the plotting code": "显示绘图代码",
     "Hide the plotting code": "隐藏绘图代码",
@@ -131,9 +132,14 @@ class Hant:
                 text = text.replace(simplified, chr(0xE000 + len(kept)), 1)
                 kept.append(traditional)
         text = self.cc.convert(text)
-        for number, traditional in enumerate(kept):
-            text = text.replace(chr(0xE000 + number), traditional)
-        return text.replace(ROW, "列").replace(COLUMN, "欄")  # Taiwan: a row is 列, a column 欄
+        for number, traditional in enumerate(kept):  # a phrase's Latin ends ("kernel") marked for spacing
+            start = LATIN_START if re.match(r"[A-Za-z0-9]", traditional) else ""
+            end = LATIN_END if re.search(r"[A-Za-z0-9]$", traditional) else ""
+            text = text.replace(chr(0xE000 + number), start + traditional + end)
+        text = text.replace(ROW, "列").replace(COLUMN, "欄")  # Taiwan: a row is 列, a column 欄
+        text = re.sub(f"(?<=[\u4e00-\u9fff]){LATIN_START}", " ", text)  # 融合 kernel, kernel 的
+        text = re.sub(f"{LATIN_END}(?=[\u4e00-\u9fff])", " ", text)
+        return text.replace(LATIN_START, "").replace(LATIN_END, "")
 
 
 def headings(markdown: str, top: int = 2) -> list[tuple[int, str]]:

@@ -204,3 +204,68 @@ def test_a_glossary_field_that_no_simplified_word_gives_fails_the_build():
         editions.glossaries(entry, editions.Hant())
     hans, hant = editions.glossaries(entry.replace("因果屏蔽", "因果遮罩"), editions.Hant())
     assert "简体" not in hant and "簡體 因果掩码。" in hant and "繁体 因果遮罩。" in hans
+
+
+TAIWAN = {  # the phrase table's Taiwan words, and the contexts its short keys must leave alone
+    # a compute kernel stays "kernel", spaced from Han characters; a Jupyter kernel is 核心
+    "每个运算启动一个内核，每个内核都从内存读取": "每個運算啟動一個 kernel，每個 kernel 都從記憶體讀取",
+    "使用 AVX-512、AVX2 或通用内核时": "使用 AVX-512、AVX2 或通用 kernel 時",
+    "融合的 Triton 内核": "融合的 Triton kernel",
+    "运行内核": "執行 kernel",
+    "包括内核启动的时间": "包括核心啟動的時間",
+    "并返回 `x`": "並傳回 `x`",
+    "再运行同一层": "再執行同一層",
+    "说明运行了多少条检查": "說明執行了多少條檢查",
+    "用整数来演示": "用整數來示範",
+    "注释说错了轴": "註解說錯了軸",
+    "凡是依赖随机数的结果": "凡是依賴亂數的結果",
+    "用随机数据初始化": "用隨機資料初始化",
+    # a model's quality is 表現; speed keeps 效能
+    "在文本上性能下降": "在文本上表現下降",
+    "以获得更好的性能": "以獲得更好的表現",
+    "GPU 的性能": "GPU 的效能",
+    # a RoPE type is a 類型; a data type stays 型別
+    "针对每种 rope 类型": "針對每種 rope 類型",
+    "张量的数据类型": "張量的資料型別",
+    "上下文窗口和滑动窗口": "上下文視窗和滑動視窗",
+    "远程衰减": "長程衰減",
+    "远程服务器": "遠端伺服器",
+    # short keys: 库 (library), 标志 (flag), 异常 (exception), 包中 (in the package)
+    "Python 标准库": "Python 標準函式庫",
+    "数据库、语料库和知识库": "資料庫、語料庫和知識庫",
+    "一个 `alibi` 标志": "一個 `alibi` 旗標",
+    "这标志着一个转折": "這標誌著一個轉折",
+    "会抛出异常": "會拋出例外",
+    "剔除异常值": "剔除異常值",
+    "直接取自包中源码": "直接取自套件中原始碼",
+    "打包中的序列": "打包中的序列",
+}
+#: Mainland words the Traditional edition must not show (Taiwan: 傳回, 執行, 示範, 註解, 亂數,
+#: 視窗, 長程, a RoPE 類型; 效能 is speed, a model's quality its 表現).
+MAINLAND_WORDS = re.compile(r"返回|運行|演示|註釋|隨機數|窗口|遠程|rope 型別|效能下降|更好的效能")
+#: 核心 where it is not a compute kernel: a Jupyter kernel, a core API, core code.
+CORE = re.compile(r"核心(?:啟動的時間| API|程式碼)")
+
+
+@pytest.mark.parametrize("simplified", TAIWAN)
+def test_the_phrase_table_writes_taiwan_words(simplified):
+    assert editions.Hant()(simplified) == TAIWAN[simplified]
+
+
+def test_no_mainland_word_is_left_in_the_traditional_edition():
+    found = [
+        f"{where}: …{text[max(0, m.start() - 10) : m.end() + 6]}…"
+        for where, text in traditional_texts()
+        for m in MAINLAND_WORDS.finditer(text)
+    ]
+    assert not found, found
+
+
+def test_a_compute_kernel_is_not_a_core():
+    """s2twp writes 内核 as 核心, a processor core ("通用核心", general-purpose cores)."""
+    found = [
+        f"{where}: …{text[max(0, m.start() - 10) : m.end() + 6]}…"
+        for where, text in traditional_texts()
+        for m in re.finditer("核心", CORE.sub("", text))
+    ]
+    assert not found, found
