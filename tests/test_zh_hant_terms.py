@@ -27,7 +27,7 @@ _spec.loader.exec_module(editions)
 #: 行 as a line of text or code in the Traditional edition: the only 行 a row may not be.
 LINES = re.compile(
     r"\d+ 行(?:程式碼|實作|顯示出來的程式碼)"  # 25 行程式碼, 25 行實作 RoPE, 每分鐘讀 20 行顯示出來的程式碼
-    r"|[一兩幾四]行(?:程式碼|公式|文字)"  # 四行程式碼, 這兩行公式, 一行文字, 幾行程式碼, 那一行程式碼
+    r"|[一兩幾四]行(?:程式碼|公式|文字|小字)"  # 四行程式碼, 這兩行公式, 一行文字, 一行小字, 幾行程式碼, 那一行程式碼
     r"|那一行(?:的(?:相同)?註[解釋]|上方|上)"  # 正弦那一行的註解, position 那一行上方, 源文件那一行上
     r"|這一行建立|該行末尾|同一行末尾|同樣幾行上|兩行上的註[解釋]|一行與此相同"  # lines of the tutorials' code
     r"|文件中的哪一行|最後一行會說明|合併為一行|逐行手工計算|逐行審查|行號"
