@@ -306,3 +306,16 @@ def test_cu_seqlens_past_int32_are_refused_before_positions_are_built():
     for build in (positions_from_cu_seqlens, sequence_ids_from_cu_seqlens, check_cu_seqlens):
         with pytest.raises(ValueError, match=r"cu_seqlens must end at most at 2147483647 .*got 1099511627776"):
             build([0, 2**40])
+
+
+def test_positions_from_a_left_padded_mask_are_those_generate_uses():
+    """Chapter 10: the positions of a left-padded batch are the ones `transformers`' `generate`
+    computes from the attention mask, padding slots included (0 there, in the pinned version)."""
+    from transformers.generation.utils import GenerationMixin
+
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]])
+    theirs = GenerationMixin._prepare_position_ids_for_generation(
+        None, torch.zeros_like(mask), {"attention_mask": mask}
+    )
+    assert torch.equal(positions_from_attention_mask(mask), theirs)
+    assert positions_from_attention_mask(mask)[0].tolist() == [0, 0, 0, 1, 2]
