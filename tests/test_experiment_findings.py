@@ -9,6 +9,7 @@ The chapter defines the same two and asserts the same statements.
 """
 
 import pytest
+import torch
 from chapters import ROOT
 
 from posenc.experiments import ExperimentConfig, load_experiments
@@ -249,3 +250,8 @@ def test_local_and_global_layers_extrapolate_on_text_and_nope_layers_do_not():
         for s in ("rope", "irope", "local_global")
     }
     assert max(lost["local_global"]) < 1 / 3 and min(lost["rope"]) > 2 and min(lost["irope"]) > 2
+    # the global layer's base does not keep its angles within training's: head dimension 16, base 10^6
+    from posenc import rope_inv_freq
+
+    theta, _ = rope_inv_freq(config["dim"] // config["num_heads"], base=1e6, dtype=torch.float64)
+    assert [round(n * theta[2].item(), 1) for n in (63, 511)] == [2.0, 16.2]
