@@ -10,7 +10,7 @@ with a page that does not exist.
 
 from __future__ import annotations
 
-import re
+import hashlib
 from pathlib import Path
 
 import yaml
@@ -27,18 +27,13 @@ WORDS = {
     "said": "what it said",
     "right": "what is right",
     "since": "corrected in",
-    "unreleased": "the release after {version}",
+    "unreleased": "the next release (in this build)",
+    "chapter": "chapter {n}",
     "intro": "introduction",
     "13_claims": "claims ledger",
     "glossary": "glossary",
     "none": "No published statement has been corrected.",
 }
-
-
-def _version() -> str:
-    """The version the site is built from (``posenc/_version.py``, as the footer reads it)."""
-    text = (ROOT / "posenc" / "_version.py").read_text(encoding="utf-8")
-    return re.search(r'__version__ = "([^"]+)"', text).group(1)
 
 
 def one_line(text: str) -> str:
@@ -74,9 +69,9 @@ class Errata(SphinxDirective):
                 continue
             if "|" in said + right:
                 LOGGER.warning("errata: '|' in an entry breaks the table: %r", entry, location=self.get_location())
-            title = words.get(page, page[:2].lstrip("0") if page[:2].isdigit() else page)
-            # not yet released: the release after the version the site is built from
-            since = words["unreleased"].format(version=_version()) if entry["since"] == "unreleased" else entry["since"]
+            number = page[:2].lstrip("0") if page[:2].isdigit() else ""
+            title = words.get(page) or (words["chapter"].format(n=number) if number else page)
+            since = words["unreleased"] if entry["since"] == "unreleased" else entry["since"]
             lines.append(f"| [{title}]({page}) | {one_line(said)} | {one_line(right)} | {since} |")
         if len(lines) == 2:
             lines = [words["none"]]
@@ -87,4 +82,6 @@ class Errata(SphinxDirective):
 
 def setup(app):
     app.add_directive("errata", Errata)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    # a change to this file's words or rendering re-reads every page that uses it
+    version = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8], 16)
+    return {"env_version": version, "parallel_read_safe": True, "parallel_write_safe": True}
