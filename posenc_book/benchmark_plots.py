@@ -132,10 +132,18 @@ def plot_results(result: dict):
         A figure with the times at batch 1 and at the largest batch, the copy
         fractions, and decoding.
     """
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.6), layout="constrained")
     plot_rope_times(result, axes[0, 0], batch=1)
     plot_rope_times(result, axes[0, 1], batch=max((r["batch"] for r in ok_records(result, "rope")), default=1))
     plot_copy_fraction(result, axes[1, 0])
     plot_decode(result, axes[1, 1])
+    # one legend for the four panels, below them, so that no legend covers a curve
+    handles = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=4, fontsize=9, frameon=False)
     fig.suptitle(result_label(result), fontsize=9)
     return fig
