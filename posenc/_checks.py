@@ -312,6 +312,40 @@ def check_rope_args(x, cos, sin, layout: str, *, inplace: bool = False) -> None:
         )
 
 
+def check_rope_out(out, x, cos, sin, *, inplace: bool) -> None:
+    """Raise unless ``out`` can take :func:`posenc.apply_rope`'s result: ``x``'s shape, dtype and device, no overlap."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor or None, got {type(out).__name__}")
+    if inplace:
+        raise ValueError("out cannot be given with inplace=True, which writes into x; pass one of them")
+    for what, got, want in (("shape", tuple(out.shape), tuple(x.shape)), ("dtype", out.dtype, x.dtype)):
+        if got != want:
+            raise ValueError(f"out must have x's {what} {want}, got {got}")
+    if out.device != x.device:
+        raise ValueError(f"out must be on x's device {x.device}, got {out.device}")
+    if any(n > 1 and step == 0 for n, step in zip(out.shape, out.stride(), strict=True)):
+        raise ValueError(f"out is expanded (strides {out.stride()}): several elements share one memory location")
+    if torch.is_grad_enabled() and out.requires_grad and out.is_leaf:
+        raise ValueError("out cannot be a leaf tensor that requires grad: it would be overwritten")
+    for name, t in (("x", x), ("cos", cos), ("sin", sin)):
+        if _overlap(out, t):
+            raise ValueError(f"out overlaps {name} in memory; pass a separate tensor (or inplace=True to write into x)")
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory extents of two tensors intersect: conservative, as torch's own out= checks are."""
+    if a.device != b.device or not a.numel() or not b.numel() or a.device.type == "meta":
+        return False
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        start = t.data_ptr()
+        extent = sum((n - 1) * step for n, step in zip(t.shape, t.stride(), strict=True)) + 1
+        return start, start + extent * t.element_size()
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
 def check_output_file(
     path: Path, *, force: bool, replaceable: bool = False, hint: str = "", exists_note: str = ""
 ) -> Path:

@@ -45,10 +45,12 @@ float32; cos and sin come back in the requested dtype and the rotated tensors
 in the input's dtype.
 
 :func:`apply_rope` and :class:`RotaryEmbedding` take ``backend="auto"``,
-``"torch"`` or ``"triton"``. ``"triton"`` runs the fused kernel of
+``"torch"``, ``"cpu"`` or ``"triton"``. ``"triton"`` runs the fused kernel of
 ``posenc.triton_rope`` (queries and keys in one launch, angles formed in
-registers); ``"auto"`` picks it for CUDA tensors when Triton is installed and
-the torch operations otherwise. Triton is imported only when it is used.
+registers); ``"cpu"`` computes the torch operations' numbers in cache-sized blocks
+(``posenc.rope_cpu``); ``"auto"`` picks Triton for CUDA tensors when it is installed,
+the blocks for CPU tensors, and the torch operations otherwise. Triton is imported
+only when it is used.
 """
 
 from __future__ import annotations
@@ -67,8 +69,10 @@ from ._checks import (
     check_positive_int,
     check_real,
     check_rope_args,
+    check_rope_out,
 )
 from .layout import ROPE_LAYOUTS, layout_permutation
+from .rope_cpu import rotate
 from .rope_ops import _join, _rotate, cos_sin_from_inv_freq, rotary_part  # noqa: F401  (re-exported)
 from .rope_scaling import (  # noqa: F401  (re-exported)
     ROPE_SCALINGS,
@@ -78,8 +82,9 @@ from .rope_scaling import (  # noqa: F401  (re-exported)
     resolve_base,
 )
 
-#: Implementations of the rotation: ``"auto"`` picks ``"triton"`` for CUDA tensors when Triton is installed.
-ROPE_BACKENDS = ("auto", "torch", "triton")
+#: Implementations of the rotation: ``"auto"`` picks ``"triton"`` for CUDA tensors when Triton is installed
+#: and ``"cpu"`` (blocks that stay in cache, :mod:`posenc.rope_cpu`) for CPU tensors.
+ROPE_BACKENDS = ("auto", "torch", "triton", "cpu")
 _TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -238,7 +243,7 @@ def _use_triton(backend: str, tensors: tuple[torch.Tensor, ...], *, eligible) ->
     ``"triton"`` leaves the kernel's own checks to raise. It is a callable so
     that CPU tensors, the common case, cost one device test and nothing more.
     """
-    if backend == "torch":
+    if backend in ("torch", "cpu"):
         return False
     if backend == "triton":
         return True
@@ -254,6 +259,7 @@ def apply_rope(
     layout: str = "half",
     backend: str = "auto",
     inplace: bool = False,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Rotate the channel pairs of ``x`` by the angles whose cos and sin are given.
 
@@ -285,30 +291,41 @@ def apply_rope(
         sin: Same shape as ``cos``.
         layout: ``"half"`` or ``"interleaved"``; must match how ``cos`` and
             ``sin`` were laid out and how the model's weights expect pairs.
-        backend: ``"torch"`` (the operations above), ``"triton"`` (one
-            kernel that reads ``cos`` and ``sin``, products in float32; ``x``
-            float32, float16 or bfloat16 with at most 4 dims, on a CUDA
-            device) or ``"auto"`` (``"triton"`` where it applies and Triton is
-            installed, else ``"torch"``).
+        backend: ``"torch"`` (the operations above), ``"cpu"`` (the same
+            numbers, bit for bit, computed in cache-sized blocks straight into
+            the output, CPU tensors only; see :mod:`posenc.rope_cpu`),
+            ``"triton"`` (one kernel that reads ``cos`` and ``sin``, products
+            in float32; ``x`` float32, float16 or bfloat16 with at most 4 dims,
+            on a CUDA device) or ``"auto"`` (``"triton"`` where it applies and
+            Triton is installed, ``"cpu"`` for CPU tensors, else ``"torch"``).
+            Where autograd must record the call, ``"cpu"`` runs the torch operations.
         inplace: Write the result into ``x`` (only its first ``r`` channels
             change) and return ``x``, like flash-attention's
             ``apply_rotary_emb(..., inplace=True)``; ``x`` must not be a leaf
             that requires grad.
+        out: A tensor of ``x``'s shape, dtype and device to write the result
+            into and return, not overlapping ``x``, ``cos`` or ``sin``; on the
+            CPU this saves allocating (and first touching) a new tensor.
 
     Returns:
-        Tensor of ``x``'s shape and dtype (``x`` itself if ``inplace``).
+        Tensor of ``x``'s shape and dtype (``x`` itself if ``inplace``, ``out`` if given).
 
     Raises:
         ValueError: If the layout or backend is unknown, ``x``'s last dim is
             odd, ``cos`` and ``sin`` do not have one shape broadcastable to
             ``x`` with an even last dim ``<= head_dim``, ``inplace`` would
-            overwrite a leaf that requires grad or an expanded ``x``, or ``backend="triton"``
-            cannot run on these tensors.
+            overwrite a leaf that requires grad or an expanded ``x``, ``backend="triton"``
+            cannot run on these tensors or ``backend="cpu"`` gets tensors off the CPU, or ``out``
+            differs from ``x`` in shape, dtype or device, overlaps ``x``, ``cos`` or ``sin``, is
+            expanded or a leaf that requires grad, or comes with ``inplace=True``.
+        TypeError: If ``out`` is not a tensor.
     """
-    signature = _signature(x, cos, sin, layout, backend, inplace=inplace)
+    signature = _signature(x, cos, sin, layout, backend, inplace=inplace) if out is None else None
     if signature in _CHECKED and not torch.compiler.is_compiling():
-        return _rotate(x, cos, sin, layout, inplace)
+        return rotate(x, cos, sin, layout, backend=backend, inplace=inplace)
     check_rope_args(x, cos, sin, layout, inplace=inplace)
+    if out is not None:
+        check_rope_out(out, x, cos, sin, inplace=inplace)
 
     def eligible() -> bool:
         return x.dtype in _TRITON_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
@@ -318,13 +335,13 @@ def apply_rope(
 
         # the kernel takes any strides: it reads the first r channels as a view
         rotated = apply_rope_triton(rotary_part(x, cos.shape[-1]), cos, sin, layout=layout)  # [..., r]
-        return _join(x, rotated, inplace)
-    safe = not (inplace and x.requires_grad)  # the leaf test reads more than the signature holds
+        return _join(x, rotated, inplace) if out is None else out.copy_(_join(x, rotated, False))
+    safe = signature is not None and not (inplace and x.requires_grad)  # the leaf test reads more than it holds
     if safe and (backend == "torch" or not x.is_cuda) and not (torch.jit.is_tracing() or torch.compiler.is_compiling()):
         if len(_CHECKED) >= 4096:  # bounded: a model uses a handful of shapes
             _CHECKED.clear()
-        _CHECKED.add(signature)  # the torch path, decided without the tensors' values
-    return _rotate(x, cos, sin, layout, inplace)
+        _CHECKED.add(signature)  # the torch or CPU path, decided without the tensors' values
+    return rotate(x, cos, sin, layout, backend=backend, inplace=inplace, out=out)
 
 
 # Signatures of apply_rope calls that passed its checks and took the torch path: at a decode

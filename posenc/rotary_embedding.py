@@ -22,7 +22,8 @@ from ._checks import (
     check_qk,
 )
 from .layout import ROPE_LAYOUTS
-from .rope_ops import _join, _rotate, rotary_part
+from .rope_cpu import rotate
+from .rope_ops import _join, rotary_part
 from .rope_scaling import parse_scaling, resolve_base
 from .rope_state import DYNAMIC_STATES, DynamicRopeState
 from .rotary import (
@@ -69,9 +70,10 @@ class RotaryEmbedding(nn.Module):
             larger position arrives.
         cache_limit: The most positions the tables grow to, >= ``initial_len``
             (default 65,536: 64 MiB at ``head_dim`` 128).
-        backend: ``"auto"``, ``"torch"`` or ``"triton"``; ``"auto"`` uses the
+        backend: ``"auto"``, ``"torch"``, ``"cpu"`` or ``"triton"``; ``"auto"`` uses the
             Triton kernel for 4-D float32/float16/bfloat16 CUDA tensors when
-            Triton is installed (see :func:`apply_rope`).
+            Triton is installed, and the blocked CPU rotation for CPU tensors
+            (see :func:`apply_rope`).
         rotary_dim: Channels rotated, the first of each head: even, from 2 to
             ``head_dim`` (the default, None, means ``head_dim``).
         dynamic_state: For ``rope_type="dynamic"``: ``"stateless"`` (the default: the
@@ -306,4 +308,5 @@ class RotaryEmbedding(nn.Module):
             return self._forward_triton(q, k, positions, offset, inplace)
         cos, sin = self._cos_sin_for(q, positions, offset)  # [s, r], [b, s, r] or [b, 1, s, r]
         # checked above: the shapes fit; only the first rotary_dim channels turn
-        return _rotate(q, cos, sin, self.layout, inplace), _rotate(k, cos, sin, self.layout, inplace)
+        q_rot = rotate(q, cos, sin, self.layout, backend=self.backend, inplace=inplace)  # in blocks on the CPU
+        return q_rot, rotate(k, cos, sin, self.layout, backend=self.backend, inplace=inplace)

@@ -382,7 +382,7 @@ def test_any_shape_equals_torch_path(batch, kv_heads, group, seq_len, pairs, off
 
 
 def test_backends_listed():
-    assert ROPE_BACKENDS == ("auto", "torch", "triton")
+    assert ROPE_BACKENDS == ("auto", "torch", "triton", "cpu")
     assert TRITON_DTYPES == (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -459,7 +459,7 @@ def test_kernel_compiles_for_the_h100_with_vector_memory_access():
 
 
 def test_bad_backend_names_the_argument():
-    with pytest.raises(ValueError, match=r"backend must be one of 'auto', 'torch', 'triton'; got 'cuda'"):
+    with pytest.raises(ValueError, match=r"backend must be one of 'auto', 'torch', 'triton', 'cpu'; got 'cuda'"):
         RotaryEmbedding(8, backend="cuda")
     cos, sin = rope_cos_sin(torch.arange(3), 8)
     with pytest.raises(ValueError, match=r"backend must be one of .*got 'gpu'"):

@@ -1,0 +1,260 @@
+"""RoPE on CPU tensors near the memory limit: the rotation in blocks of rows that stay in cache.
+
+The torch path of :func:`posenc.apply_rope`, ``x * cos + rotate(x) * sin``, runs five
+operations and each allocates a tensor the size of ``x``. On a CPU most of its time goes
+to allocating those temporaries and touching their fresh pages for the first time, not to
+arithmetic: at ``q [1, 32, 2048, 128]`` it takes many times as long as copying ``q``.
+
+:func:`rotate_blocked` computes the same numbers block by block, each block a few
+hundred kilobytes of rows taken in ``x``'s memory order, with one scratch buffer
+reused for every block and the result written straight into the output (a given
+``out``, ``x`` itself, or one new tensor). For the ``"half"`` layout, per block::
+
+    swapped = cat(x2, x1)            # into the scratch buffer: (x1, x2) -> (x2, x1)
+    out = x * cos                    # straight into the output
+    swapped *= sin_signed            # sin with its first half negated, made once per call
+    out += swapped
+
+and for ``"interleaved"`` the swap exchanges the two channels of each pair (a
+``gather``) and ``sin_signed`` negates every even channel. Negating is exact, so
+``x2 * (-s)`` is ``(-x2) * s`` to the bit, and the products and the sum are the
+torch path's, in the same dtype and order: the results equal it bit for bit. There is
+deliberately no fused multiply-add (``addcmul_`` is one on AVX2 and AVX-512 CPUs, and
+rounds once where the torch path rounds twice).
+
+Products are formed in the promoted dtype of ``x`` and the tables (a bfloat16 ``x``
+with float32 tables in float32, rounded once into the output), as on the torch path.
+The caller checks the arguments; :func:`blocked_eligible` says when this path applies.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from .rope_ops import _rotate
+
+#: Elements of ``x`` per block: a block of x, its output and the scratch buffer stay in L2.
+BLOCK_ELEMENTS = 1 << 15
+#: Below this many elements the torch path's temporaries are small, cached and as fast.
+SMALL_ELEMENTS = 1 << 14
+
+
+def blocked_eligible(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Whether :func:`rotate_blocked` may run: CPU tensors, no autograd, not traced or compiled, one table dtype.
+
+    Writing into buffers with ``out=`` is not differentiable, so a call that
+    autograd must record (``x``, ``cos`` or ``sin`` requires grad) takes the
+    differentiable torch path, as do tracing and ``torch.compile``, which see
+    through the torch operations better than through a Python loop.
+    """
+    if x.device.type != "cpu" or cos.device.type != "cpu" or sin.device.type != "cpu":
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        return False
+    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return False
+    if x.layout != torch.strided or cos.dtype != sin.dtype or not x.numel():
+        return False
+    return not torch.overrides.has_torch_function((x, cos, sin))  # subclasses keep their own semantics
+
+
+def rotate(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    *,
+    backend: str = "auto",
+    inplace: bool = False,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The rotation of checked arguments: in blocks for CPU tensors, else the torch operations.
+
+    ``backend="cpu"`` always takes the blocked path, ``"auto"`` takes it for CPU
+    tensors of more than :data:`SMALL_ELEMENTS` elements or when writing into
+    ``x`` or ``out`` (a small new tensor costs the torch path nothing extra), and
+    ``"torch"`` never does. Where :func:`blocked_eligible` fails (autograd,
+    tracing), the torch operations run, and their result is copied into ``out``.
+
+    Raises:
+        ValueError: If ``backend="cpu"`` and ``x`` is not on the CPU.
+    """
+    if backend == "cpu" and x.device.type != "cpu":
+        raise ValueError(f"backend='cpu' rotates CPU tensors, got x on {x.device}; use backend='auto' or 'torch'")
+    if (
+        backend != "torch"
+        and (backend == "cpu" or out is not None or inplace or x.numel() > SMALL_ELEMENTS)
+        and blocked_eligible(x, cos, sin)
+    ):
+        return rotate_blocked(x, cos, sin, layout, inplace=inplace, out=out)
+    if out is None:
+        return _rotate(x, cos, sin, layout, inplace)
+    return out.copy_(_rotate(x, cos, sin, layout))  # recorded by autograd like any in-place copy
+
+
+# Sign patterns, one per (layout, rotary_dim, dtype): a model uses one or two.
+_SIGNS: dict[tuple, torch.Tensor] = {}
+
+
+def _signs(layout: str, rotary_dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """``[r]`` of -1 and +1: the channels whose partner enters with a minus sign get -1."""
+    key = (layout, rotary_dim, dtype)
+    signs = _SIGNS.get(key)
+    if signs is None:
+        signs = torch.ones(rotary_dim, dtype=dtype)
+        if layout == "half":
+            signs[: rotary_dim // 2] = -1.0
+        else:
+            signs[0::2] = -1.0
+        if len(_SIGNS) >= 64:  # bounded
+            _SIGNS.clear()
+        _SIGNS[key] = signs
+    return signs
+
+
+def _pair_swap_index(rotary_dim: int) -> torch.Tensor:
+    """``[r]`` indices that exchange the channels of each interleaved pair: 1, 0, 3, 2, ..."""
+    return torch.arange(rotary_dim).view(-1, 2).flip(-1).reshape(rotary_dim)
+
+
+def _pieces(groups: list[tuple], split) -> list[tuple]:
+    """``split(view)`` of every view of every group, zipped per group; a view met before is split once.
+
+    A broadcast table is one view object in every group, so its pieces are made once.
+    """
+    done: dict[int, tuple] = {}
+    pieces = []
+    for group in groups:
+        for v in group:
+            if id(v) not in done:
+                done[id(v)] = split(v)
+        pieces += zip(*(done[id(v)] for v in group), strict=True)
+    return pieces
+
+
+def _blocks(tensors: list[torch.Tensor], strides: tuple[int, ...], target_rows: int) -> list[tuple]:
+    """Views of every tensor, block by block, the blocks following ``x``'s memory order.
+
+    All tensors share one shape ``[*lead, last]`` (the last dims may differ). The lead
+    dims are reordered by ``x``'s strides (outermost in memory first); the innermost
+    dims that hold at most ``target_rows`` rows together stay whole, the next one is
+    split into pieces of that many rows, and the dims outside it are taken one index
+    at a time. ``unbind`` and ``split`` make the views in C++; along a broadcast dim
+    (stride 0, a table shared by the heads) one view serves every index.
+    """
+    n = len(strides)
+    order = sorted(range(n), key=lambda i: -strides[i])  # outermost in memory first (sort is stable)
+    groups = _pieces([tuple(tensors)], lambda t: (t.permute(*order, n),))  # [*lead in memory order, last]
+    shape = groups[0][0].shape[:-1]
+    rows, level = 1, n - 1
+    while level >= 0 and rows * shape[level] <= target_rows:
+        rows *= shape[level]
+        level -= 1
+    if level < 0:  # everything fits one block
+        return groups
+    for _ in range(level):  # the dims outside the split one: one index at a time
+        groups = _pieces(groups, lambda v: v.unbind(0) if v.stride(0) else (v[0],) * v.shape[0])
+    step = max(1, target_rows // rows)
+    return _pieces(groups, lambda v: v.split(step, 0))
+
+
+# Scratch buffers, one set per thread (a call never shares them), grown to the largest block seen.
+_SCRATCH = threading.local()
+
+
+def _scratch(slot: str, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    """A reused buffer of ``shape``: its pages were touched by an earlier call, so writing it costs no page faults."""
+    buffers = _SCRATCH.__dict__.setdefault("buffers", {})
+    key = (slot, dtype, torch.is_inference_mode_enabled())  # an inference tensor cannot be written outside the mode
+    numel = shape.numel()
+    buffer = buffers.get(key)
+    if buffer is None or buffer.numel() < numel:
+        buffer = buffers[key] = torch.empty(numel, dtype=dtype)
+    return buffer[:numel].view(shape)
+
+
+def rotate_blocked(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    *,
+    inplace: bool = False,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`posenc.apply_rope`'s rotation in cache-sized blocks, bit for bit the torch path's numbers.
+
+    Trusts its arguments: :func:`posenc.apply_rope` has checked them, and
+    :func:`blocked_eligible` holds.
+
+    Args:
+        x: ``[..., s, d]`` on the CPU, any strides.
+        cos: Broadcastable to ``x`` but for the last dim ``r`` (``r <= d``, even).
+        sin: Same shape and dtype as ``cos``.
+        layout: ``"half"`` or ``"interleaved"``.
+        inplace: Write into ``x`` (its first ``r`` channels) and return it.
+        out: A tensor of ``x``'s shape and dtype, not overlapping ``x`` or the
+            tables, to write into and return; by default a new tensor with ``x``'s strides.
+
+    Returns:
+        The rotated tensor: ``out``, ``x`` (in place) or a new one.
+    """
+    rotary_dim, head_dim = cos.shape[-1], x.shape[-1]
+    half = rotary_dim // 2
+    compute = torch.promote_types(x.dtype, cos.dtype)
+    if inplace:
+        out = x
+    elif out is None:
+        out = torch.empty_like(x)  # x's strides where x is dense
+    sin_signed = sin * _signs(layout, rotary_dim, sin.dtype)  # exact: a sign flip, table-sized
+    lead = x.shape[:-1]
+    part = x[..., :rotary_dim] if rotary_dim < head_dim else x
+    # [x, out, cos, sin (signed)], then x's halves for the swap, then the channels that pass through
+    tensors = [part, part if inplace else out[..., :rotary_dim]]
+    tensors += [cos.expand(*lead, rotary_dim), sin_signed.expand(*lead, rotary_dim)]
+    if layout == "half":
+        tensors += [part[..., half:], part[..., :half]]
+    passes = rotary_dim < head_dim and not inplace
+    if passes:
+        tensors += [x[..., rotary_dim:], out[..., rotary_dim:]]
+    target_rows = max(1, BLOCK_ELEMENTS * torch.get_num_threads() // head_dim)  # each thread's share stays in L2
+    blocks = _blocks(tensors, x.stride()[:-1], target_rows)
+    _rotate_blocks(blocks, layout, x.dtype, compute, overwrites=inplace, passes=passes)
+    return out
+
+
+def _rotate_blocks(
+    blocks: list[tuple], layout: str, dtype: torch.dtype, compute: torch.dtype, *, overwrites: bool, passes: bool
+) -> None:
+    """The loop of :func:`rotate_blocked`: each block is ``(x, out, cos, sin_signed, [x2, x1], [x_pass, out_pass])``.
+
+    ``overwrites``: ``out`` is ``x``. ``passes``: copy the channels past ``r``.
+    """
+    shape = blocks[0][0].shape  # the largest block; later ones take a prefix of the buffers
+    direct = compute == dtype  # x * cos can go straight into the output
+    swapped = _scratch("swap", shape, compute if layout == "half" else dtype)  # cat converts, gather does not
+    product = swapped if swapped.dtype == compute else _scratch("product", shape, compute)
+    acc = None if direct else _scratch("acc", shape, compute)
+    index = None if layout == "half" else _pair_swap_index(shape[-1])
+    overwrites = overwrites and direct  # x * cos lands in x: swap x's channels before it does
+    for block in blocks:
+        xb, ob, cb, sb = block[:4]
+        n = xb.shape[0]
+        sw, pr = (swapped, product) if n == len(swapped) else (swapped[:n], product[:n])
+        dst = ob if direct else (acc if n == len(acc) else acc[:n])
+        if not overwrites:  # first: the op that reads x's block from memory also writes the output's
+            torch.mul(xb, cb, out=dst)  # x * cos
+        if layout == "half":
+            torch.cat(block[4:6], dim=-1, out=sw)  # (x1, x2) -> (x2, x1)
+        else:
+            torch.gather(xb, -1, index.expand(xb.shape), out=sw)  # (a, b) -> (b, a) in each pair
+        if overwrites:
+            torch.mul(xb, cb, out=dst)  # x * cos
+        torch.mul(sw, sb, out=pr)  # rotate(x) * sin, the sign from sin_signed
+        dst.add_(pr)
+        if not direct:
+            ob.copy_(dst)  # rounded once to x's dtype
+        if passes:
+            block[-1].copy_(block[-2])  # channels past rotary_dim pass through
