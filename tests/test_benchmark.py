@@ -213,7 +213,7 @@ def test_a_wrong_or_incomplete_implementation_is_reported_and_not_timed():
 
 
 def test_run_benchmark_refuses_bad_arguments():
-    with pytest.raises(ValueError, match=r"ops must be one of 'rope', 'sinusoidal', 'alibi'; got 'learned'"):
+    with pytest.raises(ValueError, match=r"ops must be one of 'rope', 'sinusoidal', 'alibi', 'rope_cpu'; got 'lea"):
         run_benchmark("cpu", ops=("rope", "learned"))
     with pytest.raises(ValueError, match=r"impls must be one of 'naive', .*; got 'flash'"):
         run_benchmark("cpu", impls=["flash"])

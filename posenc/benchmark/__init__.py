@@ -23,6 +23,10 @@ The method, in the order the harness applies it:
    enough sets to exceed it), and the median of many calls. On a machine
    without a GPU: ``torch.utils.benchmark`` (the median of blocked runs).
 
+On the CPU, the ``"rope_cpu"`` cases (``posenc.benchmark.cpu_rope``) time the rotation beside
+two ceilings of the same shape and run, a copy into existing buffers and a clone, and record
+each time as a ratio to them; :func:`load_cpu_results` and :func:`cpu_rope_table` read them back.
+
 Each operation contributes :class:`Case` objects (``posenc.benchmark.cases``; the RoPE
 implementations are in ``posenc.benchmark.rope_impls``), and :func:`run_benchmark` runs
 them all in one loop (``posenc.benchmark.run``). Results are one JSON-serialisable dict
@@ -47,6 +51,17 @@ from .cases import (
     sinusoidal_add_cases,
 )
 from .check import TOLERANCE, poison_freed, poisoned_allocations, relative_error, rope_reference
+from .cpu_rope import (
+    CPU_ROPE_IMPL_NAMES,
+    CPU_ROPE_IMPLS,
+    CpuRopeImpl,
+    CpuRopeShape,
+    add_ceiling_ratios,
+    cpu_rope_cases,
+    cpu_rope_table,
+    default_cpu_rope_shapes,
+    load_cpu_results,
+)
 from .results import (
     SCHEMA,
     default_path,
@@ -72,6 +87,8 @@ from .timing import cache_bytes, measure_copy
 from .traffic import DATASHEET_BANDWIDTH, OpTraffic, alibi_bias_bytes, count_traffic, rope_bytes, sinusoidal_add_bytes
 
 __all__ = [
+    "CPU_ROPE_IMPLS",
+    "CPU_ROPE_IMPL_NAMES",
     "DATASHEET_BANDWIDTH",
     "OPS",
     "ROPE_IMPLS",
@@ -79,19 +96,26 @@ __all__ = [
     "SCHEMA",
     "TOLERANCE",
     "Case",
+    "CpuRopeImpl",
+    "CpuRopeShape",
     "OpTraffic",
     "RopeImpl",
     "RopeShape",
     "Unavailable",
+    "add_ceiling_ratios",
     "alibi_bias_bytes",
     "alibi_bias_cases",
     "cache_bytes",
     "count_traffic",
+    "cpu_rope_cases",
+    "cpu_rope_table",
     "default_alibi_shapes",
+    "default_cpu_rope_shapes",
     "default_path",
     "default_rope_shapes",
     "default_sinusoidal_shapes",
     "device_info",
+    "load_cpu_results",
     "load_results",
     "measure_copy",
     "ok_records",

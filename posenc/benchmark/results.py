@@ -127,6 +127,9 @@ def record_line(r: dict) -> str:
     if r["status"] != "ok":
         return f"{r['op']:<10} {r['impl']:<22} {shape:<28} {r['status']}: {r['reason']}"
     host = f"  host {r['host_us_per_call']:.1f} us/call" if r.get("host_us_per_call") else ""
+    if r.get("threads"):  # a CPU case: its thread count, and its time over its own ceiling
+        ratio = f"  {r['vs_ceiling']:.2f} x {r['ceiling']}" if r.get("vs_ceiling") else ""
+        host = f"  {r['threads']} thread{'s' if r['threads'] > 1 else ''}{ratio}{host}"
     return (
         f"{r['op']:<10} {r['impl']:<22} {shape:<28} {r['ms'] * 1e3:>10.1f} us  {r['gbps']:>8.1f} GB/s  "
         f"{100 * r['copy_fraction']:>5.1f}% of copy  err {r['rel_err']:.1e}{host}"

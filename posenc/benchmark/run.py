@@ -28,12 +28,13 @@ from .cases import (
     sinusoidal_add_cases,
 )
 from .check import TOLERANCE
+from .cpu_rope import CpuRopeShape, add_ceiling_ratios, cpu_rope_cases
 from .results import SCHEMA, record_line
 from .rope_impls import ROPE_IMPL_NAMES, RopeImpl, RopeShape, Unavailable, default_rope_shapes, rope_impl
 from .timing import Timing, cache_bytes, measure_copy, timed
 
-#: The operations the harness times, in the order their records appear.
-OPS = ("rope", "sinusoidal", "alibi")
+#: The operations the harness times, in the order their records appear (``"rope_cpu"``: on the CPU only).
+OPS = ("rope", "sinusoidal", "alibi", "rope_cpu")
 
 
 def _new_record(case: Case, dtype: torch.dtype) -> dict:
@@ -219,6 +220,7 @@ def _build_cases(
     impls: list[RopeImpl],
     sinusoidal_shapes: Sequence[tuple[int, int, int]] | None,
     alibi_shapes: Sequence[tuple[int, int, int]] | None,
+    cpu_shapes: Sequence[CpuRopeShape] | None,
 ) -> list[Case]:
     """The cases of the requested operations, in the order of :data:`OPS`; shapes left None get the defaults."""
     cases = []
@@ -231,6 +233,8 @@ def _build_cases(
     if "alibi" in ops:
         shapes = default_alibi_shapes(device.type, quick=quick) if alibi_shapes is None else alibi_shapes
         cases += alibi_bias_cases(shapes, device, dtype)
+    if "rope_cpu" in ops and device.type == "cpu":  # float32, whatever dtype the other operations use
+        cases += cpu_rope_cases(cpu_shapes, quick=quick)
     return cases
 
 
@@ -262,12 +266,18 @@ def _run_cases(
     copy = measure_copy(device, copy_bytes, run_s=run_s)
     progress(f"copy: {copy['bytes'] / 2**30:.2f} GiB moved, {copy['ms']:.3f} ms, {copy['gbps']:.1f} GB/s")
     records = []
+    threads = torch.get_num_threads()
     for case in cases:
-        records.append(run_case(case, device=device, dtype=dtype, copy_gbps=copy["gbps"], run_s=run_s))
+        torch.set_num_threads(case.fields.get("threads", threads))  # the CPU cases name their thread count
+        try:
+            case_dtype = torch.float32 if case.op == "rope_cpu" else dtype
+            records.append(run_case(case, device=device, dtype=case_dtype, copy_gbps=copy["gbps"], run_s=run_s))
+        finally:
+            torch.set_num_threads(threads)
         progress(record_line(records[-1]))
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the next case's sets get the memory
-    return copy, records
+    return copy, add_ceiling_ratios(records)
 
 
 def run_benchmark(
@@ -279,6 +289,7 @@ def run_benchmark(
     impls: Sequence[str | RopeImpl] | None = None,
     sinusoidal_cases: Sequence[tuple[int, int, int]] | None = None,
     alibi_cases: Sequence[tuple[int, int, int]] | None = None,
+    cpu_rope_shapes: Sequence[CpuRopeShape] | None = None,
     quick: bool = False,
     run_s: float | None = None,
     copy_bytes: int | None = None,
@@ -289,7 +300,7 @@ def run_benchmark(
     Args:
         device: ``"cuda"``, ``"cpu"`` or a ``torch.device``; default the GPU when there is one.
         dtype: Element type of the inputs; default bfloat16 on a GPU and float32 on the CPU.
-        ops: Any of ``"rope"``, ``"sinusoidal"``, ``"alibi"``.
+        ops: Any of ``"rope"``, ``"sinusoidal"``, ``"alibi"``, ``"rope_cpu"``.
         rope_shapes: RoPE cases; default :func:`default_rope_shapes`.
         impls: Names from :data:`ROPE_IMPLS` to run, or :class:`RopeImpl`
             objects of your own (default: all; on the CPU all but
@@ -298,6 +309,9 @@ def run_benchmark(
             default ``default_sinusoidal_shapes(device.type, quick=quick)``.
         alibi_cases: ``(num_heads, q_len, k_len)`` triples for the bias;
             default ``default_alibi_shapes(device.type, quick=quick)``.
+        cpu_rope_shapes: Cases of ``"rope_cpu"`` (float32, on the CPU only, each
+            beside a copy and a clone: ``posenc.benchmark.cpu_rope``); default
+            ``default_cpu_rope_shapes(quick=quick)``.
         quick: Fewer and smaller shapes, shorter runs (a smoke test).
         run_s: Seconds of timed runs per measurement.
         copy_bytes: Size of the copy that measures the bandwidth ceiling.
@@ -333,6 +347,7 @@ def run_benchmark(
         impls=_resolve_impls(impls, on_gpu),
         sinusoidal_shapes=sinusoidal_cases,
         alibi_shapes=alibi_cases,
+        cpu_shapes=cpu_rope_shapes,
     )
     run_s = run_s if run_s is not None else (0.05 if quick else (0.3 if on_gpu else 0.2))
     copy, records = _run_cases(
