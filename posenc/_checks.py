@@ -318,32 +318,31 @@ def check_rope_out(out, x, cos, sin, *, inplace: bool) -> None:
         raise TypeError(f"out must be a torch.Tensor or None, got {type(out).__name__}")
     if inplace:
         raise ValueError("out cannot be given with inplace=True, which writes into x; pass one of them")
-    for what, got, want in (("shape", tuple(out.shape), tuple(x.shape)), ("dtype", out.dtype, x.dtype)):
-        if got != want:
-            raise ValueError(f"out must have x's {what} {want}, got {got}")
-    if out.device != x.device:
+    if out.shape != x.shape:
+        raise ValueError(f"out must have x's shape {tuple(x.shape)}, got {tuple(out.shape)}")
+    if out.dtype != x.dtype:
+        raise ValueError(f"out must have x's dtype {x.dtype}, got {out.dtype}")
+    if not (out.is_cpu and x.is_cpu) and out.device != x.device:
         raise ValueError(f"out must be on x's device {x.device}, got {out.device}")
-    if any(n > 1 and step == 0 for n, step in zip(out.shape, out.stride(), strict=True)):
+    if not out.is_contiguous() and any(n > 1 and step == 0 for n, step in zip(out.shape, out.stride(), strict=True)):
         raise ValueError(f"out is expanded (strides {out.stride()}): several elements share one memory location")
-    if torch.is_grad_enabled() and out.requires_grad and out.is_leaf:
+    if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
         raise ValueError("out cannot be a leaf tensor that requires grad: it would be overwritten")
-    for name, t in (("x", x), ("cos", cos), ("sin", sin)):
-        if _overlap(out, t):
-            raise ValueError(f"out overlaps {name} in memory; pass a separate tensor (or inplace=True to write into x)")
+    _check_apart(out, {"x": x, "cos": cos, "sin": sin})
 
 
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether the memory extents of two tensors intersect: conservative, as torch's own out= checks are."""
-    if a.device != b.device or not a.numel() or not b.numel() or a.device.type == "meta":
-        return False
+def _check_apart(out: torch.Tensor, others: dict[str, torch.Tensor]) -> None:
+    """Raise if ``out``'s memory extent meets one of ``others``': conservative, as torch's own out= checks are."""
 
-    def span(t: torch.Tensor) -> tuple[int, int]:
-        start = t.data_ptr()
-        extent = sum((n - 1) * step for n, step in zip(t.shape, t.stride(), strict=True)) + 1
-        return start, start + extent * t.element_size()
+    def span(t: torch.Tensor) -> tuple[int, int]:  # first and one past the last byte of its elements
+        n = t.numel() if t.is_contiguous() else sum((k - 1) * j for k, j in zip(t.shape, t.stride(), strict=True)) + 1
+        return t.data_ptr(), t.data_ptr() + n * t.element_size()
 
-    (a0, a1), (b0, b1) = span(a), span(b)
-    return a0 < b1 and b0 < a1
+    low, high = span(out) if out.numel() and not out.is_meta else (0, 0)
+    for name, t in others.items():
+        if low < high and t.numel() and (t.is_cpu if out.is_cpu else t.device == out.device):
+            if low < span(t)[1] and span(t)[0] < high:
+                raise ValueError(f"out overlaps {name} in memory; pass a separate tensor (or inplace=True to write x)")
 
 
 def check_output_file(

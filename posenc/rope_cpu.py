@@ -5,13 +5,13 @@ operations and each allocates a tensor the size of ``x``. On a CPU most of its t
 to allocating those temporaries and touching their fresh pages for the first time, not to
 arithmetic: at ``q [1, 32, 2048, 128]`` it takes many times as long as copying ``q``.
 
-:func:`rotate_blocked` computes the same numbers block by block, each block a few
-hundred kilobytes of rows taken in ``x``'s memory order, with one scratch buffer
-reused for every block and the result written straight into the output (a given
+:func:`rotate_blocked` computes the same numbers block by block, each block about a
+mebibyte of rows taken in ``x``'s memory order, with scratch buffers that each thread
+keeps from call to call, and the result written straight into the output (a given
 ``out``, ``x`` itself, or one new tensor). For the ``"half"`` layout, per block::
 
-    swapped = cat(x2, x1)            # into the scratch buffer: (x1, x2) -> (x2, x1)
     out = x * cos                    # straight into the output
+    swapped = cat(x2, x1)            # into the scratch buffer: (x1, x2) -> (x2, x1)
     swapped *= sin_signed            # sin with its first half negated, made once per call
     out += swapped
 
@@ -20,7 +20,14 @@ and for ``"interleaved"`` the swap exchanges the two channels of each pair (a
 ``x2 * (-s)`` is ``(-x2) * s`` to the bit, and the products and the sum are the
 torch path's, in the same dtype and order: the results equal it bit for bit. There is
 deliberately no fused multiply-add (``addcmul_`` is one on AVX2 and AVX-512 CPUs, and
-rounds once where the torch path rounds twice).
+rounds once where the torch path rounds twice). The swap, whose rows are only half a
+head wide, costs about as much as two of the other passes: four passes over a block that
+sits in cache, one of them reading ``x`` from memory and writing the output, is what
+eager torch operations allow.
+
+A tensor of at most :data:`SMALL_ELEMENTS` elements (a decoding step) is one block, and
+:func:`rotate_small` rotates it in five operations (``roll`` swaps the halves) whose
+temporaries are small enough to come from the allocator's cache.
 
 Products are formed in the promoted dtype of ``x`` and the tables (a bfloat16 ``x``
 with float32 tables in float32, rounded once into the output), as on the torch path.
@@ -33,29 +40,28 @@ import threading
 
 import torch
 
-from .rope_ops import _rotate
+from .rope_ops import _join, _rotate
 
-#: Elements of ``x`` per block: a block of x, its output and the scratch buffer stay in L2.
-BLOCK_ELEMENTS = 1 << 15
-#: Below this many elements the torch path's temporaries are small, cached and as fast.
+#: Elements of ``x`` per block and thread (1 MiB of float32): a block's x, output, scratch and tables stay
+#: in the last-level cache, and the blocks are few enough that the Python loop around them costs little.
+BLOCK_ELEMENTS = 1 << 18
+#: Up to this many elements, ``x`` is one block whose temporaries stay small and cached: no loop is needed.
 SMALL_ELEMENTS = 1 << 14
 
 
 def blocked_eligible(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
-    """Whether :func:`rotate_blocked` may run: CPU tensors, no autograd, not traced or compiled, one table dtype.
+    """Whether the CPU path may run: CPU tensors, no autograd, not traced or compiled, one table dtype.
 
     Writing into buffers with ``out=`` is not differentiable, so a call that
     autograd must record (``x``, ``cos`` or ``sin`` requires grad) takes the
     differentiable torch path, as do tracing and ``torch.compile``, which see
     through the torch operations better than through a Python loop.
     """
-    if x.device.type != "cpu" or cos.device.type != "cpu" or sin.device.type != "cpu":
+    if not (x.is_cpu and cos.is_cpu and sin.is_cpu) or x.layout != torch.strided or cos.dtype != sin.dtype:
         return False
     if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
         return False
-    if torch.jit.is_tracing() or torch.compiler.is_compiling():
-        return False
-    if x.layout != torch.strided or cos.dtype != sin.dtype or not x.numel():
+    if torch.jit.is_tracing() or torch.compiler.is_compiling() or not x.numel():
         return False
     return not torch.overrides.has_torch_function((x, cos, sin))  # subclasses keep their own semantics
 
@@ -70,28 +76,75 @@ def rotate(
     inplace: bool = False,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The rotation of checked arguments: in blocks for CPU tensors, else the torch operations.
+    """The rotation of checked arguments: the CPU path for CPU tensors, else the torch operations.
 
-    ``backend="cpu"`` always takes the blocked path, ``"auto"`` takes it for CPU
-    tensors of more than :data:`SMALL_ELEMENTS` elements or when writing into
-    ``x`` or ``out`` (a small new tensor costs the torch path nothing extra), and
-    ``"torch"`` never does. Where :func:`blocked_eligible` fails (autograd,
-    tracing), the torch operations run, and their result is copied into ``out``.
+    ``backend="auto"`` and ``"cpu"`` take the CPU path where :func:`blocked_eligible`
+    holds: :func:`rotate_small` up to :data:`SMALL_ELEMENTS` elements (a decoding
+    step), :func:`rotate_blocked` above. ``"torch"``, and calls the CPU path cannot
+    take (autograd, tracing, other devices under ``"auto"``), run the torch
+    operations, whose result is copied into ``out`` if one is given.
 
     Raises:
         ValueError: If ``backend="cpu"`` and ``x`` is not on the CPU.
     """
-    if backend == "cpu" and x.device.type != "cpu":
-        raise ValueError(f"backend='cpu' rotates CPU tensors, got x on {x.device}; use backend='auto' or 'torch'")
-    if (
-        backend != "torch"
-        and (backend == "cpu" or out is not None or inplace or x.numel() > SMALL_ELEMENTS)
-        and blocked_eligible(x, cos, sin)
-    ):
+    if backend != "torch" and blocked_eligible(x, cos, sin):
+        if x.numel() <= SMALL_ELEMENTS:
+            return rotate_small(x, cos, sin, layout, inplace=inplace, out=out)
         return rotate_blocked(x, cos, sin, layout, inplace=inplace, out=out)
+    if backend == "cpu" and not x.is_cpu:
+        raise ValueError(f"backend='cpu' rotates CPU tensors, got x on {x.device}; use backend='auto' or 'torch'")
     if out is None:
         return _rotate(x, cos, sin, layout, inplace)
     return out.copy_(_rotate(x, cos, sin, layout))  # recorded by autograd like any in-place copy
+
+
+def rotate_small(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    *,
+    inplace: bool = False,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The CPU path for one small block (a decoding step): five operations, the torch path's numbers.
+
+    ``roll`` (``"half"``) or a ``flip`` of each pair (``"interleaved"``) swaps the
+    channels in one operation, the sign goes into ``sin``, and the products and
+    the sum are the torch path's. Arguments as :func:`rotate_blocked`.
+    """
+    rotary_dim = cos.shape[-1]
+    part = x[..., :rotary_dim] if rotary_dim < x.shape[-1] else x
+    if layout == "half":
+        swapped = torch.roll(part, rotary_dim // 2, -1)  # (x1, x2) -> (x2, x1)
+    else:
+        swapped = part.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (a, b) -> (b, a) in each pair
+    sin_signed = sin * _signs(layout, rotary_dim, sin.dtype)  # exact: a sign flip
+    compute = torch.promote_types(x.dtype, cos.dtype)
+    if compute == swapped.dtype:
+        product = swapped.mul_(sin_signed)  # rotate(x) * sin, in the buffer roll made
+    else:
+        product = swapped * sin_signed
+    if compute == x.dtype and (inplace or out is not None):  # x * cos straight into the output
+        dst = part if inplace else (out if part is x else out[..., :rotary_dim])
+        torch.mul(part, cos, out=dst).add_(product)
+        return _finish(x, None, rotary_dim, inplace, out)
+    rotated = (part * cos).add_(product)  # x * cos + rotate(x) * sin, then rounded once to x's dtype
+    return _finish(x, rotated if rotated.dtype == x.dtype else rotated.to(x.dtype), rotary_dim, inplace, out)
+
+
+def _finish(x, rotated: torch.Tensor | None, rotary_dim: int, inplace: bool, out: torch.Tensor | None) -> torch.Tensor:
+    """The first ``r`` channels, ``rotated`` (None: written there already), put where the call wants them.
+
+    Into ``x``, into ``out`` (the channels past ``r`` copied from ``x``), or a new tensor.
+    """
+    if out is None:
+        return x if rotated is None else _join(x, rotated, inplace)
+    if rotated is not None:
+        out[..., :rotary_dim].copy_(rotated)
+    if rotary_dim < x.shape[-1]:
+        out[..., rotary_dim:].copy_(x[..., rotary_dim:])  # channels past rotary_dim pass through
+    return out
 
 
 # Sign patterns, one per (layout, rotary_dim, dtype): a model uses one or two.
@@ -116,7 +169,10 @@ def _signs(layout: str, rotary_dim: int, dtype: torch.dtype) -> torch.Tensor:
 
 def _pair_swap_index(rotary_dim: int) -> torch.Tensor:
     """``[r]`` indices that exchange the channels of each interleaved pair: 1, 0, 3, 2, ..."""
-    return torch.arange(rotary_dim).view(-1, 2).flip(-1).reshape(rotary_dim)
+    index = _SIGNS.get(("index", rotary_dim))
+    if index is None:
+        index = _SIGNS[("index", rotary_dim)] = torch.arange(rotary_dim).view(-1, 2).flip(-1).reshape(rotary_dim)
+    return index
 
 
 def _pieces(groups: list[tuple], split) -> list[tuple]:
@@ -209,18 +265,21 @@ def rotate_blocked(
     elif out is None:
         out = torch.empty_like(x)  # x's strides where x is dense
     sin_signed = sin * _signs(layout, rotary_dim, sin.dtype)  # exact: a sign flip, table-sized
-    lead = x.shape[:-1]
     part = x[..., :rotary_dim] if rotary_dim < head_dim else x
-    # [x, out, cos, sin (signed)], then x's halves for the swap, then the channels that pass through
+    # x, out, then x's halves for the swap, then the channels that pass through; the tables go third and fourth
     tensors = [part, part if inplace else out[..., :rotary_dim]]
-    tensors += [cos.expand(*lead, rotary_dim), sin_signed.expand(*lead, rotary_dim)]
     if layout == "half":
         tensors += [part[..., half:], part[..., :half]]
     passes = rotary_dim < head_dim and not inplace
     if passes:
         tensors += [x[..., rotary_dim:], out[..., rotary_dim:]]
-    target_rows = max(1, BLOCK_ELEMENTS * torch.get_num_threads() // head_dim)  # each thread's share stays in L2
-    blocks = _blocks(tensors, x.stride()[:-1], target_rows)
+    target_rows = max(1, BLOCK_ELEMENTS * torch.get_num_threads() // head_dim)  # each thread's share in cache
+    if x.numel() <= target_rows * head_dim:  # one block: the tables broadcast as they are
+        blocks = [(*tensors[:2], cos, sin_signed, *tensors[2:])]
+    else:
+        lead = x.shape[:-1]
+        tables = [cos.expand(*lead, rotary_dim), sin_signed.expand(*lead, rotary_dim)]
+        blocks = _blocks([*tensors[:2], *tables, *tensors[2:]], x.stride()[:-1], target_rows)
     _rotate_blocks(blocks, layout, x.dtype, compute, overwrites=inplace, passes=passes)
     return out
 
@@ -237,7 +296,7 @@ def _rotate_blocks(
     swapped = _scratch("swap", shape, compute if layout == "half" else dtype)  # cat converts, gather does not
     product = swapped if swapped.dtype == compute else _scratch("product", shape, compute)
     acc = None if direct else _scratch("acc", shape, compute)
-    index = None if layout == "half" else _pair_swap_index(shape[-1])
+    index = None if layout == "half" else _pair_swap_index(shape[-1])  # [r]
     overwrites = overwrites and direct  # x * cos lands in x: swap x's channels before it does
     for block in blocks:
         xb, ob, cb, sb = block[:4]

@@ -320,9 +320,11 @@ def apply_rope(
             expanded or a leaf that requires grad, or comes with ``inplace=True``.
         TypeError: If ``out`` is not a tensor.
     """
-    signature = _signature(x, cos, sin, layout, backend, inplace=inplace) if out is None else None
+    signature = _signature(x, cos, sin, layout, backend, inplace=inplace)
     if signature in _CHECKED and not torch.compiler.is_compiling():
-        return rotate(x, cos, sin, layout, backend=backend, inplace=inplace)
+        if out is not None:  # out's checks read its memory: they run every time
+            check_rope_out(out, x, cos, sin, inplace=inplace)
+        return rotate(x, cos, sin, layout, backend=backend, inplace=inplace, out=out)
     check_rope_args(x, cos, sin, layout, inplace=inplace)
     if out is not None:
         check_rope_out(out, x, cos, sin, inplace=inplace)

@@ -8,6 +8,7 @@ so that signed zeros count too. Nothing here is timed: the speed is a benchmark
 """
 
 import threading
+from unittest import mock
 
 import pytest
 import torch
@@ -26,6 +27,11 @@ DTYPE_PAIRS = [("f32", "f32"), ("bf16", "f32"), ("f16", "f32"), ("bf16", "bf16")
 def small_blocks(monkeypatch):
     """Blocks of 64 elements: a handful of rows, so every test shape spans many blocks."""
     monkeypatch.setattr(rope_cpu, "BLOCK_ELEMENTS", 64)
+
+
+def path(name):
+    """Make the CPU path take blocks (``"blocked"``) or the one-block operations (``"small"``) at any size."""
+    return mock.patch.object(rope_cpu, "SMALL_ELEMENTS", 0 if name == "blocked" else 2**40)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -70,6 +76,7 @@ cases = st.fixed_dictionaries(
         "memory": st.sampled_from(["contiguous", "bshd", "strided"]),
         "table_shape": st.sampled_from(["shared", "per-sequence"]),
         "seed": st.integers(0, 2**16),
+        "path": st.sampled_from(["blocked", "small"]),
     }
 )
 
@@ -86,7 +93,8 @@ def arguments(case):
 def test_new_tensor_equals_the_torch_path(case):
     x, cos, sin = arguments(case)
     expected = apply_rope(x, cos, sin, layout=case["layout"], backend="torch")
-    assert same_bits(apply_rope(x, cos, sin, layout=case["layout"], backend="cpu"), expected)
+    with path(case["path"]):
+        assert same_bits(apply_rope(x, cos, sin, layout=case["layout"], backend="cpu"), expected)
 
 
 @given(case=cases)
@@ -95,44 +103,48 @@ def test_in_place_and_out_equal_the_torch_path(case):
     layout = case["layout"]
     expected = apply_rope(x, cos, sin, layout=layout, backend="torch")
     out = torch.full_like(x, float("nan"))  # an element left unwritten stays NaN
-    assert apply_rope(x, cos, sin, layout=layout, backend="cpu", out=out) is out
-    assert same_bits(out, expected)
     y = x.clone()
-    assert apply_rope(y, cos, sin, layout=layout, backend="cpu", inplace=True) is y
-    assert same_bits(y, expected)
+    with path(case["path"]):
+        assert apply_rope(x, cos, sin, layout=layout, backend="cpu", out=out) is out
+        assert apply_rope(y, cos, sin, layout=layout, backend="cpu", inplace=True) is y
+    assert same_bits(out, expected) and same_bits(y, expected)
 
 
-def test_auto_takes_the_blocks_for_cpu_tensors_but_small_new_ones(monkeypatch):
+def test_which_path_each_call_takes(monkeypatch):
     calls = []
-    real = rope_cpu.rotate_blocked
-    monkeypatch.setattr(rope_cpu, "rotate_blocked", lambda *a, **kw: calls.append(a[0].shape) or real(*a, **kw))
+    for name in ("rotate_blocked", "rotate_small"):
+        real = getattr(rope_cpu, name)
+        spy = lambda *a, real=real, name=name, **kw: calls.append(name.removeprefix("rotate_")) or real(*a, **kw)  # noqa: E731
+        monkeypatch.setattr(rope_cpu, name, spy)
     cos, sin = rope_cos_sin(torch.arange(6), 8)
     small, large = torch.randn(2, 6, 8), torch.randn(rope_cpu.SMALL_ELEMENTS // 48 + 1, 6, 8)
-    apply_rope(small, cos, sin)  # a decoding step: the torch path's temporaries are small
-    assert calls == []
-    for x in (large, large.clone()):  # the second call takes apply_rope's cached checks
+    for x in (small, large, large.clone()):  # the third call takes apply_rope's cached checks
         assert same_bits(apply_rope(x, cos, sin), apply_rope(x, cos, sin, backend="torch"))
     apply_rope(small, cos, sin, inplace=True)
-    apply_rope(small, cos, sin, out=torch.empty_like(small))
-    apply_rope(small, cos, sin, backend="cpu")
-    assert calls == [large.shape, large.shape] + [small.shape] * 3
+    apply_rope(large, cos, sin, out=torch.empty_like(large), backend="cpu")
+    assert calls == ["small", "blocked", "blocked", "small", "blocked"]
     apply_rope(large, cos, sin, backend="torch")
+    apply_rope(large.requires_grad_(), cos, sin)
     assert len(calls) == 5
 
 
-def test_the_module_takes_the_blocks_with_the_same_numbers():
+@pytest.mark.parametrize("name", ["blocked", "small"])
+def test_the_module_takes_the_cpu_path_with_the_same_numbers(name):
     q, k = torch.randn(2, 4, 9, 16), torch.randn(2, 2, 9, 16)
     for layout in ("half", "interleaved"):
         before = RotaryEmbedding(16, layout=layout, rotary_dim=8, backend="torch")(q, k, offset=5)
         for backend in ("cpu", "auto"):
-            after = RotaryEmbedding(16, layout=layout, rotary_dim=8, backend=backend)(q, k, offset=5)
+            with path(name):
+                after = RotaryEmbedding(16, layout=layout, rotary_dim=8, backend=backend)(q, k, offset=5)
             assert all(same_bits(a, b) for a, b in zip(after, before, strict=True))
 
 
-def test_a_one_dim_x_and_one_block():
+@pytest.mark.parametrize("name", ["blocked", "small"])
+def test_a_one_dim_x(name):
     cos, sin = rope_cos_sin(torch.tensor(5), 8)
     x = torch.randn(8)
-    assert same_bits(apply_rope(x, cos, sin, backend="cpu"), apply_rope(x, cos, sin, backend="torch"))
+    with path(name):
+        assert same_bits(apply_rope(x, cos, sin, backend="cpu"), apply_rope(x, cos, sin, backend="torch"))
 
 
 # ---------------------------------------------------------------------------
@@ -166,24 +178,26 @@ def test_autograd_takes_the_differentiable_path(layout):
     assert apply_rope(torch.randn(3, 5, 8), cos_leaf, sin, layout=layout, backend="cpu").grad_fn is not None
 
 
-def test_under_no_grad_and_inference_mode_the_blocks_run(monkeypatch):
+@pytest.mark.parametrize("name", ["blocked", "small"])
+def test_under_no_grad_and_inference_mode_the_cpu_path_runs(monkeypatch, name):
     calls = []
-    real = rope_cpu.rotate_blocked
-    monkeypatch.setattr(rope_cpu, "rotate_blocked", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = getattr(rope_cpu, f"rotate_{name}")
+    monkeypatch.setattr(rope_cpu, f"rotate_{name}", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     cos, sin = rope_cos_sin(torch.arange(5), 8)
     x = torch.randn(3, 5, 8, requires_grad=True)
     expected = apply_rope(x, cos, sin, backend="torch").detach()
-    with torch.no_grad():
-        assert same_bits(apply_rope(x, cos, sin, backend="cpu"), expected)
-    with torch.inference_mode():  # its scratch buffers are inference tensors, kept apart from the others
+    with path(name):
+        with torch.no_grad():
+            assert same_bits(apply_rope(x, cos, sin, backend="cpu"), expected)
+        with torch.inference_mode():  # its scratch buffers are inference tensors, kept apart from the others
+            assert same_bits(apply_rope(x.detach(), cos, sin, backend="cpu"), expected)
         assert same_bits(apply_rope(x.detach(), cos, sin, backend="cpu"), expected)
-    assert same_bits(apply_rope(x.detach(), cos, sin, backend="cpu"), expected)
     assert calls == [1, 1, 1]
 
 
 def test_threads_do_not_share_scratch_buffers():
     cos, sin = rope_cos_sin(torch.arange(64), 16)
-    inputs = [torch.randn(4, 64, 16) for _ in range(4)]
+    inputs = [torch.randn(20, 64, 16) for _ in range(4)]
     expected = [apply_rope(x, cos, sin, backend="torch") for x in inputs]
     results = [None] * len(inputs)
 
@@ -191,6 +205,7 @@ def test_threads_do_not_share_scratch_buffers():
         for _ in range(20):
             results[i] = apply_rope(inputs[i], cos, sin, backend="cpu")
 
+    assert inputs[0].numel() > rope_cpu.SMALL_ELEMENTS  # the blocked path, with its scratch buffers
     workers = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
     for w in workers:
         w.start()
