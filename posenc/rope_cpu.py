@@ -262,8 +262,10 @@ def rotate_blocked(
     compute = torch.promote_types(x.dtype, cos.dtype)
     if inplace:
         out = x
-    elif out is None:
-        out = torch.empty_like(x)  # x's strides where x is dense
+    elif out is None:  # the torch path's layout: x's strides, or contiguous as torch.cat makes it (partial rotary)
+        out = torch.empty_like(
+            x, memory_format=torch.preserve_format if rotary_dim == head_dim else torch.contiguous_format
+        )
     sin_signed = sin * _signs(layout, rotary_dim, sin.dtype)  # exact: a sign flip, table-sized
     part = x[..., :rotary_dim] if rotary_dim < head_dim else x
     # x, out, then x's halves for the swap, then the channels that pass through; the tables go third and fourth
