@@ -252,7 +252,8 @@ def rotate_blocked(
         layout: ``"half"`` or ``"interleaved"``.
         inplace: Write into ``x`` (its first ``r`` channels) and return it.
         out: A tensor of ``x``'s shape and dtype, not overlapping ``x`` or the
-            tables, to write into and return; by default a new tensor with ``x``'s strides.
+            tables, to write into and return; by default a new tensor laid out as
+            the torch path lays out its result.
 
     Returns:
         The rotated tensor: ``out``, ``x`` (in place) or a new one.
@@ -275,7 +276,8 @@ def rotate_blocked(
     passes = rotary_dim < head_dim and not inplace
     if passes:
         tensors += [x[..., rotary_dim:], out[..., rotary_dim:]]
-    target_rows = max(1, BLOCK_ELEMENTS * torch.get_num_threads() // head_dim)  # each thread's share in cache
+    threads = min(torch.get_num_threads(), 8)  # each thread's share of a block stays in cache; at most 8 MiB kept
+    target_rows = max(1, BLOCK_ELEMENTS * threads // head_dim)
     if x.numel() <= target_rows * head_dim:  # one block: the tables broadcast as they are
         blocks = [(*tensors[:2], cos, sin_signed, *tensors[2:])]
     else:
