@@ -341,6 +341,14 @@ def test_apply_rope_triton_broadcasts_and_takes_fewer_dims():
         assert torch.equal(apply_rope(y, c, s, backend="triton"), apply_rope(y, c, s, backend="torch"))
 
 
+def test_apply_rope_triton_writes_into_out():
+    x = randn(2, 3, 5, 12)
+    cos, sin = rope_cos_sin(torch.arange(5), 8)  # partial rotary: 8 of 12 channels
+    out = torch.full_like(x, float("nan"))
+    assert apply_rope(x, cos, sin, backend="triton", out=out) is out
+    assert torch.equal(out, apply_rope(x, cos, sin, backend="torch"))
+
+
 def test_apply_rope_triton_backward_is_the_transpose():
     x = randn(1, 2, 4, 8).requires_grad_()
     cos, sin = rope_cos_sin(torch.arange(4), 8)
