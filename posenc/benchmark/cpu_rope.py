@@ -8,6 +8,14 @@ and each record gets ``vs_copy = ms / copy ms`` and ``vs_clone = ms / clone ms``
 ``ceiling`` names the one that applies (``"copy"`` when it writes into existing memory,
 ``"clone"`` when it returns new tensors) and ``vs_ceiling`` is that ratio.
 
+A new tensor's cost depends on the allocator as much as on the code: glibc hands a freed
+block back (its pages already touched, often still in cache) for requests up to a threshold
+that grows to 32 MiB with use, and maps fresh pages, each faulted in on first write, above it.
+At 512 tokens (``q`` is 8 MiB) a clone mostly reuses the block the previous call freed and
+costs less than the copy; at 2048 (32 MiB) every clone faults its pages in. Which one a case
+gets can change with what ran before it in the same process, so read new-tensor ratios
+across runs, not from one.
+
 The cases (:func:`default_cpu_rope_shapes`): LLaMA-like ``q [1, 32, s, 128]`` and
 ``k [1, 8, s, 128]``, contiguous, float32, tables from :func:`posenc.rope_cos_sin`;
 prefill at ``s`` = 512 and 2048 and one decoding step (``s = 1`` at position 4095),
