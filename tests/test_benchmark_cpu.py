@@ -106,3 +106,21 @@ def test_the_summary_line_shows_threads_and_the_ratio(tiny_result):
     line = next(record_line(r) for r in tiny_result["results"] if r["impl"] == "posenc_cpu_inplace")
     assert " thread" in line and " x copy" in line
     assert math.isfinite(float(line.split(" x copy")[0].split()[-1]))
+
+
+def test_the_recorded_cpu_run_covers_every_case():
+    """What the chapter reads: a run of ``python -m posenc.benchmark --device cpu`` in posenc_book/data."""
+    from chapters import ROOT
+
+    recorded = cpu_rope.load_cpu_results(ROOT / "posenc_book" / "data")
+    assert recorded, "no recorded CPU run with rope_cpu records in posenc_book/data"
+    result = recorded[-1]
+    assert result["device"]["type"] == "cpu" and result["device"]["name"] and result["synthetic"] is False
+    found = {(r["phase"], r["seq_len"], r["threads"], r["impl"]) for r in result["results"] if r["status"] == "ok"}
+    wanted = {
+        (s.phase, s.seq_len, s.threads, impl)
+        for s in cpu_rope.default_cpu_rope_shapes()
+        for impl in cpu_rope.CPU_ROPE_IMPL_NAMES
+    }
+    assert wanted <= found
+    assert all(r["vs_ceiling"] is not None for r in result["results"] if r["op"] == "rope_cpu")
