@@ -256,7 +256,7 @@ def rotate_blocked(
             the torch path lays out its result.
 
     Returns:
-        The rotated tensor: ``out``, ``x`` (in place) or a new one.
+        ``out``, ``x`` (in place) or a new tensor, rotated.
     """
     rotary_dim, head_dim = cos.shape[-1], x.shape[-1]
     half = rotary_dim // 2
