@@ -3,8 +3,10 @@
 import json
 
 import pytest
+import torch
 from chapters import ROOT, chapter_notebooks
 
+from posenc.benchmark import TOLERANCE
 from posenc_book import data_path, recorded
 from posenc_book.ledger import chapter_sections, section_id, section_titles
 
@@ -53,3 +55,24 @@ def test_section_index_is_in_step_with_the_chapters():
         "posenc_book/data/sections.json is stale: run make notebooks"
     )
     assert json.loads(data_path("sections.json").read_text(encoding="utf-8")) == recorded_sections
+
+
+@pytest.mark.parametrize("path", recorded("gpu_rope_*.json"), ids=lambda p: p.stem)
+def test_recorded_gpu_runs_hold_what_chapter_12_says_of_them(path):
+    """Chapter 12's words on each recorded GPU run: real CUDA data, every result within the
+    dtype's tolerance of float64, the eager paths nine times the fused kernel's time or more
+    at the longest sequences, and the default backend on a GPU within 1.5x of the kernel."""
+    result = json.loads(path.read_text(encoding="utf-8"))
+    assert result["synthetic"] is False and result["device"]["type"] == "cuda"
+    assert result["copy"]["gbps"] > 1000  # an H100 or H200 copies at terabytes per second
+    ok = [r for r in result["results"] if r["status"] == "ok"]
+    tolerance = TOLERANCE[getattr(torch, result["dtype"])]
+    assert all(r["rel_err"] <= tolerance for r in ok)
+    rope = [r for r in ok if r["op"] == "rope"]
+    longest = max(r["seq_len"] for r in rope)
+    at = {(r["impl"], r["batch"]): r["ms"] for r in rope if r["seq_len"] == longest}
+    for batch in {b for _, b in at}:
+        fused = at["posenc_triton", batch]
+        for eager in ("naive", "posenc_torch", "transformers"):
+            assert at[eager, batch] > 9 * fused, (path.name, eager, batch)
+        assert at["posenc_apply", batch] < 1.5 * fused, (path.name, batch)
