@@ -7,7 +7,7 @@ from ._version import __version__ as __version__
 from .alibi import ALIBI_SLOPE_SETS, ALiBiBias, alibi_bias, alibi_slopes
 from .alignment import ALIGNMENTS, aligned_relative_positions, query_start
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
-from .hf_config import config_dict, describe, format_description, from_hf_config
+from .hf import config_dict, describe, format_description, from_hf_config
 from .layout import PAIR_LAYOUTS, ROPE_LAYOUTS, SINUSOIDAL_LAYOUTS, layout_permutation
 from .learned import LearnedPositionalEmbedding
 from .packing import (

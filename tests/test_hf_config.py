@@ -1,4 +1,4 @@
-"""posenc.hf_config against transformers 5: per-layer logits of tiny configurations, and real models' rows.
+"""posenc.hf (the reader) against transformers 5: per-layer logits of tiny configurations, and real models' rows.
 
 Each tiny configuration is built offline with transformers' own configuration class; the
 reference logits come from that model's rotary module, its apply function and its
@@ -21,7 +21,8 @@ from chapters import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc.hf_config import DEFAULTS, config_dict, describe, format_description, from_hf_config
+from posenc.hf.fields import DEFAULTS
+from posenc.hf.reader import config_dict, describe, format_description, from_hf_config
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.llama.modeling_llama import repeat_kv  # noqa: E402
@@ -445,10 +446,11 @@ def test_bad_query_and_key_shapes_raise():
         layer.scores(torch.zeros(1, 32, 4, 64), k, torch.arange(4))
 
 
-def test_command_line_prints_the_table_and_fails_with_status_2(tmp_path):
+@pytest.mark.parametrize("command", ["posenc.hf", "posenc.describe"])
+def test_command_line_prints_the_table_and_fails_with_status_2(tmp_path, command):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(GEMMA3_4B))
-    run = [sys.executable, "-m", "posenc.describe"]
+    run = [sys.executable, "-m", command]
     done = subprocess.run([*run, str(path)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "pattern: the layers repeat every 6" in done.stdout
@@ -567,7 +569,7 @@ def test_a_number_that_is_not_finite_and_positive_is_named(cfg, field):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 2), min_size=1, max_size=40))
 def test_the_period_is_the_smallest_shift_that_repeats_the_rows(seq):
-    from posenc.hf_config import _period
+    from posenc.hf.reader import _period
 
     keys = [(k,) for k in seq]
     by_definition = next(p for p in range(1, len(keys) + 1) if all(keys[i] == keys[i - p] for i in range(p, len(keys))))
@@ -577,7 +579,7 @@ def test_the_period_is_the_smallest_shift_that_repeats_the_rows(seq):
 def test_the_period_search_is_linear_in_the_rows():
     """20,000 rows without a period took 19.6 s with a quadratic search; count the comparisons instead
     of timing them: at most three per row (the prefix function's amortized bound)."""
-    from posenc.hf_config import _period
+    from posenc.hf.reader import _period
 
     compared = 0
 
@@ -782,9 +784,9 @@ def test_a_deeply_nested_config_dict_is_refused_without_recursion_error():
      AttributeError("'str' object has no attribute 'get'"), MemoryError(), KeyError("global")],
 )  # fmt: skip
 def test_the_command_line_prints_one_line_and_exits_2_on_any_error(monkeypatch, capsys, error):
-    """R7: whatever escapes the checks, python -m posenc.describe prints one line naming the file and the
+    """R7: whatever escapes the checks, python -m posenc.hf prints one line naming the file and the
     error type, never a traceback or a bare key name."""
-    cli = importlib.import_module("posenc.describe")
+    cli = importlib.import_module("posenc.hf.cli")
 
     def fail(config):
         raise error
@@ -942,3 +944,54 @@ def test_gemma3_flat_rope_parameters_with_rope_scaling_scale_the_global_layers_w
         Gemma3TextConfig(**fields)
     rows = describe({"model_type": "gemma3_text", **fields})
     assert [r["scaling"] for r in rows] == [None, "linear x8"]
+
+
+def test_the_older_module_names_forward_with_a_warning():
+    """posenc.hf_config, hf_fields, hf_families and hf_layers are the reader's older names: every name
+    they had still resolves, to the very object of posenc.hf, with a DeprecationWarning naming its home."""
+    import posenc.hf.bias_layers
+    import posenc.hf.families
+    import posenc.hf.fields
+    import posenc.hf.layers
+    import posenc.hf.reader
+
+    moved = {
+        "posenc.hf_config": {"from_hf_config": posenc.hf.reader, "build_llama": posenc.hf.families,
+                             "FAMILIES": posenc.hf.reader, "DEFAULTS": posenc.hf.reader},
+        "posenc.hf_fields": {"rope_parameters": posenc.hf.fields, "MAX_POSITIONS": posenc.hf.fields},
+        "posenc.hf_families": {"build_deepseek": posenc.hf.families},
+        "posenc.hf_layers": {"RotaryLayer": posenc.hf.layers, "T5BiasLayer": posenc.hf.bias_layers},
+    }  # fmt: skip
+    for old, names in moved.items():
+        module = importlib.import_module(old)
+        for name, home in names.items():
+            with pytest.warns(DeprecationWarning, match=f"{old} moved: import {name} from {home.__name__}"):
+                assert getattr(module, name) is getattr(home, name)
+        assert set(names) <= set(dir(module))
+        with pytest.raises(AttributeError, match=f"module '{old}' has no attribute 'nope'"):
+            module.nope  # noqa: B018
+
+
+def test_every_model_type_has_its_builder_in_the_one_table():
+    import posenc.hf.families
+
+    builders = {name for name in dir(posenc.hf.families) if name.startswith("build_")}
+    used = {builder.__name__ for builder in posenc.hf.families.FAMILIES.values()}
+    assert used <= builders and builders - used == {"build_rope"}, "every family builder is in FAMILIES"
+    assert all(builder.__module__ == "posenc.hf.families" for builder in posenc.hf.families.FAMILIES.values())
+
+
+@pytest.mark.parametrize("name", ["Llama-3.1-8B", "DeepSeek-V3"])
+def test_a_rotary_layer_gives_its_frequencies_after_scaling(name):
+    """``layer.frequencies(seq_len)``: rope_inv_freq of the layer's own parameters, as chapter 9's
+    spectra read them (Llama 3.1's llama3 scaling, DeepSeek-V3's YaRN on the last 64 channels)."""
+    from posenc import rope_inv_freq
+    from posenc_book import data_path
+
+    models = json.loads(data_path("model_configs.json").read_text(encoding="utf-8"))
+    layer = from_hf_config(models[name]["config"])[0]
+    want, _ = rope_inv_freq(layer.rotary_dim, scaling=layer.rope_parameters, seq_len=8192)
+    got = layer.frequencies(8192)
+    assert got.shape == (layer.rotary_dim // 2,) and torch.equal(got, want)
+    plain, _ = rope_inv_freq(layer.rotary_dim, base=layer.base)
+    assert got[0] == plain[0] and got[-1] < plain[-1]  # the scalings stretch the slowest pairs only

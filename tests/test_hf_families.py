@@ -1,4 +1,4 @@
-"""posenc.hf_families against transformers' own modules, with tiny configurations built offline.
+"""posenc.hf.families (Llama 4, DeepSeek, ALiBi, T5) against transformers' modules, with tiny offline configurations.
 
 References, per family:
 
@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc import alibi_bias, from_hf_config, rope_inv_freq
-from posenc.hf_families import build_alibi, build_deepseek, build_llama4, build_t5
+from posenc.hf.families import build_alibi, build_deepseek, build_llama4, build_t5
 
 transformers = pytest.importorskip("transformers")
 from transformers import AttentionInterface, DynamicCache  # noqa: E402

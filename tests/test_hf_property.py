@@ -54,7 +54,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from posenc import from_hf_config
-from posenc.hf_fields import MAX_POSITIONS
+from posenc.hf.fields import MAX_POSITIONS
 
 transformers = pytest.importorskip("transformers")
 from transformers import AttentionInterface  # noqa: E402
@@ -257,7 +257,7 @@ def reads_the_length(params: dict) -> bool:
 
 def write_length(draw, raw: dict, params: dict, written: int | None) -> int | None:
     """A file may leave ``max_position_embeddings`` out: posenc then reads the configuration class's default
-    (``posenc.hf_fields.MAX_POSITIONS``), as transformers does. Where that default is shorter than the trained
+    (``posenc.hf.fields.MAX_POSITIONS``), as transformers does. Where that default is shorter than the trained
     length, a YaRN or LongRoPE factor derived from them would be below 1, which posenc refuses on purpose (the
     API page lists it): such files write the field."""
     if written is None and reads_the_length(params):

@@ -114,6 +114,7 @@ DOCUMENTED = [
     "posenc.triton_rope",
     "posenc.experiments",
     "posenc.rope_scaling",
+    "posenc.hf",
     "posenc_book",
     "posenc_book.style",
     "posenc_book.diagnostics",
