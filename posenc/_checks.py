@@ -265,16 +265,14 @@ def check_qk(q: torch.Tensor, k: torch.Tensor, head_dim: int, *, positions, offs
     return positions
 
 
-def check_rope_args(x, cos, sin, layout: str, *, inplace: bool = False) -> None:
-    """Raise unless ``x``, ``cos`` and ``sin`` fit :func:`posenc.apply_rope` (floating, shapes, layout).
+def check_rope_args(x, cos, sin, *, inplace: bool = False) -> None:
+    """Raise unless ``x``, ``cos`` and ``sin`` fit :func:`posenc.apply_rope` (floating, shapes; the
+    caller checks the layout).
 
     ``cos``'s last dim is the rotary dim ``r``: ``x``'s last dim, or an even
     ``r < head_dim`` (partial rotary); its other dims broadcast to ``x``'s.
     ``inplace`` cannot overwrite a leaf that requires grad, nor an expanded ``x`` (a stride 0).
     """
-    from .layout import ROPE_LAYOUTS  # layout imports torch only; imported here to keep this module first
-
-    check_choice("layout", layout, ROPE_LAYOUTS)
     try:
         floating = x.is_floating_point() and cos.is_floating_point() and sin.is_floating_point()
     except AttributeError:  # not tensors
@@ -388,3 +386,14 @@ def check_output_file(
         where = f"writing in {path.parent}" if err.filename == str(trial) else f"creating {err.filename}"
         raise ValueError(f"--out {path} cannot be written: {err.strerror or err} ({where})") from None
     return path
+
+
+def check_unique_list(name: str, values: object, check, kind: str = "ints") -> tuple:
+    """``values`` as a tuple, if it is a non-empty list whose items pass ``check(name, item)`` and differ."""
+    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+        raise ValueError(f"{name} must be a non-empty list of {kind}, got {values!r}")
+    for value in values:
+        check(name, value)
+    if len(set(values)) != len(values):
+        raise ValueError(f"{name} must not repeat a {'name' if kind == 'names' else 'value'}, got {list(values)}")
+    return tuple(values)

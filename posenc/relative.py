@@ -274,7 +274,7 @@ def relative_values(weights: torch.Tensor, rel_emb: torch.Tensor, *, method: str
     return torch.einsum("...ij,...ijd->...id", weights, emb)
 
 
-def _project(module: nn.Module, x: torch.Tensor, memory: torch.Tensor | None):
+def project_qkv(module: nn.Module, x: torch.Tensor, memory: torch.Tensor | None):
     """Check ``x`` and ``memory``; ``q [b, h, s, dh]`` from ``x``, ``k, v [b, h, m + s, dh]`` from both."""
     dim = module.dim
     _checks.check_input_dtype("x", x, module.q.weight)
@@ -388,7 +388,7 @@ class ShawRelativeAttention(HasShawTables, nn.Module):
         Raises:
             ValueError: If ``x`` or ``memory`` has the wrong shape.
         """
-        q, k, v = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
+        q, k, v = project_qkv(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
         (b, _, s, dh), t = q.shape, k.shape[2]
         a_k, a_v = self.relative_embeddings(s, t, offset=t - s)  # [s + t - 1, dh] each
         key_term = relative_scores(q, a_k.to(q.dtype), method=self.method)

@@ -40,7 +40,7 @@ import threading
 
 import torch
 
-from .rope_ops import _join, _rotate
+from .rope_ops import apply_rotation, join_rotated
 
 #: Elements of ``x`` per block and thread (1 MiB of float32): a block's x, output, scratch and tables stay
 #: in the last-level cache, and the blocks are few enough that the Python loop around them costs little.
@@ -94,8 +94,8 @@ def rotate(
     if backend == "cpu" and not x.is_cpu:
         raise ValueError(f"backend='cpu' rotates CPU tensors, got x on {x.device}; use backend='auto' or 'torch'")
     if out is None:
-        return _rotate(x, cos, sin, layout, inplace)
-    return out.copy_(_rotate(x, cos, sin, layout))  # recorded by autograd like any in-place copy
+        return apply_rotation(x, cos, sin, layout, inplace)
+    return out.copy_(apply_rotation(x, cos, sin, layout))  # recorded by autograd like any in-place copy
 
 
 def rotate_small(
@@ -139,7 +139,7 @@ def _finish(x, rotated: torch.Tensor | None, rotary_dim: int, inplace: bool, out
     Into ``x``, into ``out`` (the channels past ``r`` copied from ``x``), or a new tensor.
     """
     if out is None:
-        return x if rotated is None else _join(x, rotated, inplace)
+        return x if rotated is None else join_rotated(x, rotated, inplace)
     if rotated is not None:
         out[..., :rotary_dim].copy_(rotated)
     if rotary_dim < x.shape[-1]:

@@ -87,7 +87,7 @@ def _rotated_part(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout:
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
-def _join(x: torch.Tensor, rotated: torch.Tensor, inplace: bool) -> torch.Tensor:
+def join_rotated(x: torch.Tensor, rotated: torch.Tensor, inplace: bool) -> torch.Tensor:
     """``x`` with its first ``r = rotated.shape[-1]`` channels replaced: written into ``x``, or a new tensor."""
     rotary_dim = rotated.shape[-1]
     if inplace:
@@ -98,10 +98,12 @@ def _join(x: torch.Tensor, rotated: torch.Tensor, inplace: bool) -> torch.Tensor
     return torch.cat((rotated, x[..., rotary_dim:]), dim=-1)  # [..., r] + [..., d - r] -> [..., d]
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inplace: bool = False) -> torch.Tensor:
+def apply_rotation(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inplace: bool = False
+) -> torch.Tensor:
     """The rotation of :func:`posenc.apply_rope` in torch operations, for arguments already checked.
 
     The first ``cos.shape[-1]`` channels of ``x`` are rotated, the rest kept;
     ``inplace`` writes the result into ``x`` and returns ``x``.
     """
-    return _join(x, _rotated_part(x, cos, sin, layout), inplace)
+    return join_rotated(x, _rotated_part(x, cos, sin, layout), inplace)

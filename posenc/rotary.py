@@ -73,7 +73,7 @@ from ._checks import (
 )
 from .layout import ROPE_LAYOUTS, layout_permutation
 from .rope_cpu import rotate
-from .rope_ops import _join, _rotate, cos_sin_from_inv_freq, rotary_part  # noqa: F401  (re-exported)
+from .rope_ops import apply_rotation, cos_sin_from_inv_freq, join_rotated, rotary_part  # noqa: F401  (re-exported)
 from .rope_scaling import (  # noqa: F401  (re-exported)
     ROPE_SCALINGS,
     ROPE_TYPES,
@@ -85,7 +85,7 @@ from .rope_scaling import (  # noqa: F401  (re-exported)
 #: Implementations of the rotation: ``"auto"`` picks ``"triton"`` for CUDA tensors when Triton is installed
 #: and ``"cpu"`` (blocks that stay in cache, :mod:`posenc.rope_cpu`) for CPU tensors.
 ROPE_BACKENDS = ("auto", "torch", "triton", "cpu")
-_TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+TRITON_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def rope_inv_freq(
@@ -235,7 +235,7 @@ def _triton_ready(tensors: tuple[torch.Tensor, ...]) -> bool:
     return triton_available()
 
 
-def _use_triton(backend: str, tensors: tuple[torch.Tensor, ...], *, eligible) -> bool:
+def use_triton(backend: str, tensors: tuple[torch.Tensor, ...], *, eligible) -> bool:
     """Resolve ``backend``: True for the Triton kernel, False for the torch operations.
 
     ``eligible()`` says whether the call is one the kernel handles (dtypes,
@@ -325,19 +325,20 @@ def apply_rope(
         if out is not None:  # out's checks read its memory: they run every time
             check_rope_out(out, x, cos, sin, inplace=inplace)
         return rotate(x, cos, sin, layout, backend=backend, inplace=inplace, out=out)
-    check_rope_args(x, cos, sin, layout, inplace=inplace)
+    check_choice("layout", layout, ROPE_LAYOUTS)
+    check_rope_args(x, cos, sin, inplace=inplace)
     if out is not None:
         check_rope_out(out, x, cos, sin, inplace=inplace)
 
     def eligible() -> bool:
-        return x.dtype in _TRITON_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
+        return x.dtype in TRITON_FLOAT_DTYPES and x.dim() <= 4 and not (cos.requires_grad or sin.requires_grad)
 
-    if _use_triton(backend, (x, cos, sin), eligible=eligible):
+    if use_triton(backend, (x, cos, sin), eligible=eligible):
         from .triton_rope import apply_rope_triton
 
         # the kernel takes any strides: it reads the first r channels as a view
         rotated = apply_rope_triton(rotary_part(x, cos.shape[-1]), cos, sin, layout=layout)  # [..., r]
-        return _join(x, rotated, inplace) if out is None else out.copy_(_join(x, rotated, False))
+        return join_rotated(x, rotated, inplace) if out is None else out.copy_(join_rotated(x, rotated, False))
     safe = signature is not None and not (inplace and x.requires_grad)  # the leaf test reads more than it holds
     if safe and (backend == "torch" or not x.is_cuda) and not (torch.jit.is_tracing() or torch.compiler.is_compiling()):
         if len(_CHECKED) >= 4096:  # bounded: a model uses a handful of shapes

@@ -23,16 +23,16 @@ from ._checks import (
 )
 from .layout import ROPE_LAYOUTS
 from .rope_cpu import rotate
-from .rope_ops import _join, rotary_part
+from .rope_ops import join_rotated, rotary_part
 from .rope_scaling import parse_scaling, resolve_base
 from .rope_state import DYNAMIC_STATES, DynamicRopeState
 from .rotary import (
-    _TRITON_DTYPES,
     ROPE_BACKENDS,
-    _use_triton,
+    TRITON_FLOAT_DTYPES,
     cos_sin_from_inv_freq,
     rope_cos_sin,
     rope_inv_freq,
+    use_triton,
 )
 
 
@@ -246,7 +246,7 @@ class RotaryEmbedding(nn.Module):
         )
         if not partial:
             return q_rot, k_rot
-        return _join(q, q_rot, inplace), _join(k, k_rot, inplace)
+        return join_rotated(q, q_rot, inplace), join_rotated(k, k_rot, inplace)
 
     def _cos_sin_for(self, q: torch.Tensor, positions: torch.Tensor | None, offset: int):
         """cos and sin for the tokens of ``q``: from the cache for ``offset .. offset + s - 1``, else computed."""
@@ -301,10 +301,10 @@ class RotaryEmbedding(nn.Module):
         def eligible() -> bool:
             from .triton_rope import positions_in_range
 
-            fits = q.dim() == 4 and k.dim() == 4 and q.dtype in _TRITON_DTYPES and k.dtype in _TRITON_DTYPES
+            fits = q.dim() == 4 and k.dim() == 4 and q.dtype in TRITON_FLOAT_DTYPES and k.dtype in TRITON_FLOAT_DTYPES
             return fits and positions_in_range(positions, offset, q.shape[-2])
 
-        if _use_triton(self.backend, (q, k), eligible=eligible):
+        if use_triton(self.backend, (q, k), eligible=eligible):
             return self._forward_triton(q, k, positions, offset, inplace)
         cos, sin = self._cos_sin_for(q, positions, offset)  # [s, r], [b, s, r] or [b, 1, s, r]
         # checked above: the shapes fit; only the first rotary_dim channels turn

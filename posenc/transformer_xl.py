@@ -19,7 +19,7 @@ from torch import nn
 
 from ._checks import check_base, check_choice, check_heads, check_positive_int, check_table_size
 from .attention import scaled_dot_product_attention
-from .relative import METHODS, _project, relative_position_range, relative_scores
+from .relative import METHODS, project_qkv, relative_position_range, relative_scores
 from .sinusoidal import sinusoidal_encoding
 
 
@@ -102,7 +102,7 @@ class TransformerXLRelativeAttention(nn.Module):
         Raises:
             ValueError: If ``x`` or ``memory`` has the wrong shape.
         """
-        q, k, values = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
+        q, k, values = project_qkv(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
         (b, h, s, dh), t = q.shape, k.shape[2]
         rel = self.position_embeddings(s, t, offset=t - s, dtype=x.dtype, device=x.device)  # [s + t - 1, dim]
         w_r = self.r(rel).view(-1, h, dh).transpose(0, 1)  # [s + t - 1, dim] -> [h, s + t - 1, dh]
@@ -180,7 +180,7 @@ class TransformerXLLearnableAttention(nn.Module):
 
         Arguments and errors as :meth:`forward`.
         """
-        q, k, _ = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh]
+        q, k, _ = project_qkv(self, x, memory)  # [b, h, s, dh], [b, h, t, dh]
         s, t = q.shape[2], k.shape[2]
         logits = (q + self.r_w_bias.unsqueeze(1)) @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         logits = logits + self._position_terms(q, t)
@@ -203,7 +203,7 @@ class TransformerXLLearnableAttention(nn.Module):
             ValueError: If ``x`` or ``memory`` has the wrong shape.
             TypeError: If their dtype is not the weights'.
         """
-        q, k, values = _project(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
+        q, k, values = project_qkv(self, x, memory)  # [b, h, s, dh], [b, h, t, dh] x 2
         b, h, s, dh = q.shape
         bias = self._position_terms(q, k.shape[2])  # [b, h, s, t]
         out, weights = scaled_dot_product_attention(

@@ -123,13 +123,13 @@ def sweep_shape(rows, batch, seq, *, choices, freqs, copy, flush, dry_run) -> bo
         apply_rope(q, cos, sin, backend="triton")
         apply_rope(k, cos, sin, backend="triton")
 
-    default_warps = launch._TABLE_WARPS
+    default_warps = launch.TABLE_WARPS
     try:
         for warps in (1, 2, 4):
-            launch._TABLE_WARPS = warps
+            launch.TABLE_WARPS = warps
             record(f"table kernel (q, k) warps={warps}", tables)
     finally:
-        launch._TABLE_WARPS = default_warps
+        launch.TABLE_WARPS = default_warps
     return True
 
 

@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._checks import check_output_file, check_positive_int
-from .extrapolation import DEFAULT_OUT, ExperimentConfig, run_experiments
+from .config import ExperimentConfig
+from .extrapolation import DEFAULT_OUT, run_experiments
 from .long_context import ScalingConfig, run_scaling_experiment
 from .results import is_partial_file, save_document
 from .tasks import TASKS

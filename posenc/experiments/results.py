@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from .._version import __version__
+from .config import ExperimentConfig
 
 #: Identifies a results document of :func:`~posenc.experiments.run_experiments`.
 SCHEMA = "posenc.experiments/2"
@@ -146,8 +147,6 @@ def load_experiments(path) -> dict:
 
 def _checked_config(document: dict):
     """The :class:`ExperimentConfig` of ``document``, after checking ``complete`` and every run against it."""
-    from .extrapolation import ExperimentConfig  # which imports this module
-
     if not isinstance(document.get("complete", False), bool):
         raise ValueError(f"'complete' must be true or false where present, got {_short(document['complete'])}")
     config = ExperimentConfig.from_dict(document["config"])

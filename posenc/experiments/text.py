@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_choice, check_positive_int, check_positive_number
+from .._checks import check_choice, check_positive_int, check_positive_number, check_unique_list
 from .corpus import VOCAB_SIZE, TextTask, stdlib_corpus
 from .model import TinyConfig, TinyTransformer
 from .registry import make_position_scheme, position_schemes
@@ -87,13 +87,13 @@ class TextConfig:
     eval_chars: int = 65_536
 
     def __post_init__(self) -> None:
-        from .extrapolation import _check_list  # the synthetic experiment's list check
-
         known = position_schemes()
         set_ = object.__setattr__  # frozen: normalise lists to tuples in place
-        set_(self, "schemes", _check_list("schemes", self.schemes, lambda n, v: check_choice(n, v, known), "names"))
-        set_(self, "seeds", _check_list("seeds", self.seeds, _check_seed))
-        set_(self, "multipliers", _check_list("multipliers", self.multipliers, check_positive_int))
+        set_(
+            self, "schemes", check_unique_list("schemes", self.schemes, lambda n, v: check_choice(n, v, known), "names")
+        )
+        set_(self, "seeds", check_unique_list("seeds", self.seeds, _check_seed))
+        set_(self, "multipliers", check_unique_list("multipliers", self.multipliers, check_positive_int))
         set_(self, "checkpoints", tuple(self.checkpoints))
         for name in ("steps", "train_length", "dim", "num_heads", "num_layers", "batch_size", "train_chars"):
             check_positive_int(name, getattr(self, name))

@@ -31,7 +31,7 @@ import torch
 
 from .._checks import as_positions, check_choice, check_float_tensor, check_real
 from ..rope_nd import mrope_cos_sin
-from ..rope_ops import _rotate
+from ..rope_ops import apply_rotation
 from ..rope_state import DynamicRopeState
 from ..rotary import rope_cos_sin, rope_inv_freq
 from .fields import scaling_label
@@ -302,12 +302,12 @@ class RotaryLayer(HFLayer):
         cut = r if self.channels == "first" else d - r
         part = x[..., :cut] if self.channels == "first" else x[..., cut:]
         if self.style == "complex":  # (x0 + i x1) * (cos + i sin) in float32
-            out = _rotate(part.float(), cos, sin, "interleaved").to(x.dtype)
+            out = apply_rotation(part.float(), cos, sin, "interleaved").to(x.dtype)
         else:
             if self.style == "deinterleave":  # pairs (2i, 2i + 1) -> (i, i + r/2)
                 part = torch.cat((part[..., 0::2], part[..., 1::2]), dim=-1)  # [..., r]
             layout = "interleaved" if self.style == "interleaved" else "half"
-            out = _rotate(part, cos.to(x.dtype), sin.to(x.dtype), layout)
+            out = apply_rotation(part, cos.to(x.dtype), sin.to(x.dtype), layout)
         rest = x[..., cut:] if self.channels == "first" else x[..., :cut]
         return torch.cat((out, rest) if self.channels == "first" else (rest, out), dim=-1)  # [..., d]
 

@@ -98,7 +98,7 @@ def positions_in_range(positions: torch.Tensor | None, offset: int, seq_len: int
     return positions.numel() == 0 or positions.abs().max().item() < MAX_EXACT_POSITION
 
 
-def _check_range(positions: torch.Tensor | None, offset: int, seq_len: int) -> None:
+def check_range(positions: torch.Tensor | None, offset: int, seq_len: int) -> None:
     if not positions_in_range(positions, offset, seq_len):
         raise ValueError(
             f"positions must lie within +-{MAX_EXACT_POSITION - 1} (2**24 - 1) for the Triton kernel, which "

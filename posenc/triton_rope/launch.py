@@ -13,7 +13,7 @@ import torch
 
 from .._checks import check_choice, check_qk
 from ..layout import ROPE_LAYOUTS
-from . import TRITON_DTYPES, _check_range, interpreter_mode
+from . import TRITON_DTYPES, check_range, interpreter_mode
 
 try:  # Triton is a Linux-only requirement; everything else in posenc works without it.
     import triton  # noqa: F401  (imported first so that only its absence is caught, not an error in .kernel)
@@ -23,16 +23,16 @@ else:
     from . import kernel
 
 # Largest tile of one program, heads x pairs, in elements of each half.
-_TILE = 2048
+TILE = 2048
 # Warps per program of the angles kernel: 64 threads share a tile of at most 2048 pairs.
 # Chosen by scripts/triton_sweep.py on an H200 (bfloat16, 32 + 8 heads of 128): 2 warps moved
 # 90-96% of the copy bandwidth at 16384 tokens, 4 warps 63-67%, 8 warps 50-67%.
-_NUM_WARPS = 2
+NUM_WARPS = 2
 # Warps per program of the table kernel: 4 moved 81-90% of the copy at 16384 tokens on the same
 # H200, 2 warps 78-85%, 1 warp 71-79%.
-_TABLE_WARPS = 4
+TABLE_WARPS = 4
 # The angles kernel: queries and keys of a token in two programs (True) or in one (False).
-_SPLIT_QK = False
+SPLIT_QK = False
 
 
 # ---------------------------------------------------------------------------
@@ -45,14 +45,14 @@ def _next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def _block_pairs(dim: int) -> int:
+def block_pairs(dim: int) -> int:
     """Pairs in one tile row: ``d/2`` rounded up to a power of two."""
     return _next_power_of_2(dim // 2)
 
 
-def _block_heads(heads: int, block_p: int, tile: int | None = None) -> int:
-    """Heads in one tile: all of them if they fit in ``tile`` (:data:`_TILE`) elements, else as many as do."""
-    return max(1, min(_next_power_of_2(heads), (tile or _TILE) // block_p))
+def block_heads(heads: int, block_p: int, tile: int | None = None) -> int:
+    """Heads in one tile: all of them if they fit in ``tile`` (:data:`TILE`) elements, else as many as do."""
+    return max(1, min(_next_power_of_2(heads), (tile or TILE) // block_p))
 
 
 def _position_strides(positions: torch.Tensor | None) -> tuple[int, int]:
@@ -87,16 +87,16 @@ def _launch_angles(
     ``freqs`` is ``(hi, lo)``, float32 ``[d/2]``. Positions are ``positions``
     (``[s]``, ``[1, s]`` or ``[b, s]``) or, if None, ``offset .. offset + s - 1``.
     ``qo`` may be ``q`` itself (in place); likewise ``ko``. ``split_qk``,
-    ``num_warps`` and ``tile`` override :data:`_SPLIT_QK`, :data:`_NUM_WARPS`
-    and :data:`_TILE` (for ``scripts/triton_sweep.py``, which times the choices
+    ``num_warps`` and ``tile`` override :data:`SPLIT_QK`, :data:`NUM_WARPS`
+    and :data:`TILE` (for ``scripts/triton_sweep.py``, which times the choices
     on a GPU).
     """
     batch, q_heads, seq_len, dim = q.shape
     if batch * seq_len == 0 or dim == 0:
         return
-    block_p = _block_pairs(dim)
+    block_p = block_pairs(dim)
     f_hi, f_lo = freqs
-    split = _SPLIT_QK if split_qk is None else split_qk
+    split = SPLIT_QK if split_qk is None else split_qk
     # the arguments in the groups of the kernel's header comment
     pointers = (q, qo, k, ko, positions, f_hi, f_lo)
     sizes = (seq_len, q_heads, k.shape[1], dim // 2, offset, float(scale))
@@ -107,11 +107,11 @@ def _launch_angles(
         *strides,
         INTERLEAVED=interleaved,
         BACKWARD=backward,
-        BLOCK_HQ=_block_heads(q_heads, block_p, tile),
-        BLOCK_HK=_block_heads(k.shape[1], block_p, tile),
+        BLOCK_HQ=block_heads(q_heads, block_p, tile),
+        BLOCK_HK=block_heads(k.shape[1], block_p, tile),
         BLOCK_P=block_p,
         SPLIT_QK=split,
-        num_warps=num_warps or _NUM_WARPS,
+        num_warps=num_warps or NUM_WARPS,
         enable_fp_fusion=True,
     )
 
@@ -133,7 +133,7 @@ def _launch_table(
     batch, heads, seq_len, dim = x.shape
     if batch * seq_len == 0 or dim == 0:
         return
-    block_p = _block_pairs(dim)
+    block_p = block_pairs(dim)
     # fmt: off  (arguments grouped as the kernel's header comment groups them)
     kernel._rope_table_kernel[(batch * seq_len,)](
         x,
@@ -148,9 +148,9 @@ def _launch_table(
         *cos.stride(),
         INTERLEAVED=interleaved,
         BACKWARD=backward,
-        BLOCK_H=_block_heads(heads, block_p),
+        BLOCK_H=block_heads(heads, block_p),
         BLOCK_P=block_p,
-        num_warps=_TABLE_WARPS,
+        num_warps=TABLE_WARPS,
         enable_fp_fusion=True,
     )
     # fmt: on
@@ -337,7 +337,7 @@ def rope_qk_triton(
     check_choice("layout", layout, ROPE_LAYOUTS)
     _check_kernel_shapes(q, k)
     positions = check_qk(q, k, q.shape[-1], positions=positions, offset=offset, inplace=inplace)
-    _check_range(positions, offset, q.shape[-2])
+    check_range(positions, offset, q.shape[-2])
     f_hi, f_lo = _frequencies(inv_freq, q)
     _require_triton(q, k, f_hi, f_lo, *([positions] if positions is not None else []))
     if q.device != k.device:

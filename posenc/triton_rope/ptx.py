@@ -14,7 +14,7 @@ import torch
 from .._checks import check_choice
 from ..layout import ROPE_LAYOUTS
 from . import TRITON_DTYPES, interpreter_mode, triton_available
-from .launch import _NUM_WARPS, _SPLIT_QK, _TABLE_WARPS, _block_heads, _block_pairs
+from .launch import NUM_WARPS, SPLIT_QK, TABLE_WARPS, block_heads, block_pairs
 
 # Global loads and stores by width: ld.global.v4.b32, st.global.b16, ld.global.nc.b32, ...
 _MEMORY_INSTRUCTION = re.compile(r"\b((?:ld|st)\.global(?:\.nc)?(?:\.v[24])?\.b(?:16|32|64))\b")
@@ -107,19 +107,19 @@ def _compile(
 
     from . import kernel
 
-    block_p = _block_pairs(head_dim)
+    block_p = block_pairs(head_dim)
     common = {"INTERLEAVED": layout == "interleaved", "BACKWARD": False, "BLOCK_P": block_p}
     if from_table:
         fn = kernel._rope_table_kernel
-        constexprs = {**common, "BLOCK_H": _block_heads(q_heads, block_p), "sxd": 1, "sod": 1, "std": 1}
+        constexprs = {**common, "BLOCK_H": block_heads(q_heads, block_p), "sxd": 1, "sod": 1, "std": 1}
     else:
         fn = kernel._rope_angles_kernel
         constexprs = {
             **common,
             "pos_ptr": None,
-            "BLOCK_HQ": _block_heads(q_heads, block_p),
-            "BLOCK_HK": _block_heads(kv_heads, block_p),
-            "SPLIT_QK": _SPLIT_QK,
+            "BLOCK_HQ": block_heads(q_heads, block_p),
+            "BLOCK_HK": block_heads(kv_heads, block_p),
+            "SPLIT_QK": SPLIT_QK,
             "sqd": 1,
             "soqd": 1,
             "skd": 1,
@@ -139,7 +139,7 @@ def _compile(
             if name not in _ANY_INTEGER:
                 attrs[(i,)] = [["tt.divisibility", 16]]  # half and the strides: multiples of 16
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    warps = _TABLE_WARPS if from_table else _NUM_WARPS  # as the launches choose
+    warps = TABLE_WARPS if from_table else NUM_WARPS  # as the launches choose
     options = {"enable_fp_fusion": True, "num_warps": warps}
     compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
     return compiled.asm["ptx"]
