@@ -17,13 +17,16 @@ export PYTHONDONTWRITEBYTECODE :=
 PIP    := $(PY) -m pip --disable-pip-version-check
 INSTALL := $(PIP) install --no-compile
 HTML   := _build/html
-# Chapters are the numbered notebooks; their MyST twins live in book/md_src/.
-CHAPTERS := $(sort $(wildcard book/[0-9][0-9]_*.ipynb))
-# The Chinese editions (scripts/editions.py generates them from the English chapters and
-# the Simplified translation): same code cells, same outputs.
-EDITIONS := zh-hans zh-hant
-HANS := $(sort $(wildcard zh-hans/book/[0-9][0-9]_*.ipynb))
-HANT := $(sort $(wildcard zh-hant/book/[0-9][0-9]_*.ipynb))
+# The chapters are the notebooks of _toc.yml (their MyST twins live in book/md_src/), the
+# editions those of editions.yaml: scripts/manifest.py reads both (with the venv's Python,
+# so these are expanded only where a rule runs, after .venv exists). The Chinese editions
+# (scripts/editions.py generates them from the English chapters and the Simplified
+# translation) have the same code cells and the same outputs.
+MANIFEST = $(PY) scripts/manifest.py
+CHAPTERS = $(shell $(MANIFEST) chapters)
+EDITIONS = $(shell $(MANIFEST) editions)
+HANS = $(shell $(MANIFEST) chapters zh-hans)
+HANT = $(shell $(MANIFEST) chapters zh-hant)
 PORT   ?= 8000
 # torch 2.13.0 comes first, on its own. Without an NVIDIA GPU the CPU build is taken from
 # PyTorch's CPU index (about 0.2 GB instead of several GB of CUDA libraries); with one,

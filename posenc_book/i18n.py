@@ -21,10 +21,11 @@ import yaml
 
 from .data import data_path
 
-#: The editions, in the order the language links list them.
-LANGUAGES = ("en", "zh-hans", "zh-hant")
+_EDITIONS = yaml.safe_load(data_path("editions.yaml").read_text(encoding="utf-8"))
+#: The editions, in the order the language links list them (posenc_book/data/editions.yaml).
+LANGUAGES = tuple(e["folder"] or "en" for e in _EDITIONS)
 #: Each edition's name in its own language.
-LANGUAGE_NAMES = {"en": "English", "zh-hans": "简体中文", "zh-hant": "繁體中文"}
+LANGUAGE_NAMES = {e["folder"] or "en": e["name"] for e in _EDITIONS}
 
 #: The ledger's words, per edition (verdicts, labels).
 WORDS = {

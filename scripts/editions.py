@@ -48,11 +48,14 @@ from docutils.nodes import make_id
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # the sibling scripts
+import manifest  # noqa: E402
+
 from posenc_book.ledger import TEX, section_id  # noqa: E402
 
 BOOK = ROOT / "book"
 DATA = ROOT / "posenc_book" / "data"
-PAGES = ("intro", "running", "glossary", "bibliography", "bad_inputs", "api", "errata", "status")
+PAGES = tuple(manifest.pages())  # the reference pages of the toc, translated like the chapters
 LOCALISED = "localised-output"
 PHRASES = ROOT / "scripts" / "zh_hant_phrases.tsv"
 ROWS = ROOT / "scripts" / "zh_hant_rows.txt"
@@ -78,10 +81,8 @@ PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
     "Show the code behind this output": "显示这段输出背后的代码",
     "Hide the code behind this output": "隐藏这段输出背后的代码",
 }
-EDITION = {
-    "zh-hans": {"language": "zh_CN", "title": "位置编码，逐一验证"},
-    "zh-hant": {"language": "zh_TW"},
-}
+TITLE = "位置编码，逐一验证"  # the book's title in Simplified Chinese (converted for Traditional)
+LANGUAGE = {e.folder: e.sphinx for e in manifest.translations()}  # Sphinx's language per edition
 INTERFACE = {  # the site's words that Sphinx's Chinese catalogue leaves English or words oddly
     "togglebutton_hint": "点击显示",
     "togglebutton_hint_hide": "点击隐藏",
@@ -274,13 +275,13 @@ def dump_nb(nb) -> str:
 def edition_config(lang: str, convert) -> dict[str, str]:
     """``_config.yml`` and ``_toc.yml`` of a Chinese edition, from the English ones."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    config["title"] = convert(EDITION["zh-hans"]["title"])
+    config["title"] = convert(TITLE)
     config["exclude_patterns"] = [p for p in config["exclude_patterns"] if not p.startswith("book/")]
     config["repository"]["path_to_book"] = lang
     config["bibtex_bibfiles"] = ["../book/references.bib"]
     sphinx = config["sphinx"]
     sphinx["local_extensions"] = {name: "../book/_ext" for name in sphinx["local_extensions"]}
-    sphinx["config"]["language"] = EDITION[lang]["language"]
+    sphinx["config"]["language"] = LANGUAGE[lang]
     sphinx["config"].update(
         {key: convert(value) if isinstance(value, str) else value for key, value in INTERFACE.items()}
     )
@@ -346,7 +347,7 @@ def expected_files(convert) -> dict[str, str]:
     """Every generated file of both editions: path relative to the root -> text."""
     files: dict[str, str] = {}
     sections = {"zh-hans": {}, "zh-hant": {}}
-    for en_path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
+    for en_path in manifest.chapters():
         en = nbformat.read(en_path, as_version=4)
         hans_path, hant_path = (ROOT / lang / "book" / en_path.name for lang in ("zh-hans", "zh-hant"))
         hans = build_hans(en, nbformat.read(hans_path, as_version=4), str(hans_path.relative_to(ROOT)))
@@ -395,7 +396,7 @@ def execute_localised(path: Path) -> None:
 
 def import_translations(folder: Path) -> None:
     """Translation files (see the module docstring) into ``zh-hans/``."""
-    for en_path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
+    for en_path in manifest.chapters():
         en = nbformat.read(en_path, as_version=4)
         parts = MARK.split((folder / f"{en_path.stem}.md").read_text(encoding="utf-8"))
         blocks = {(parts[i], parts[i + 1]): parts[i + 2].strip() for i in range(1, len(parts), 3)}
@@ -423,7 +424,7 @@ def import_translations(folder: Path) -> None:
 
 def mark_current() -> None:
     """Record the current English text as translated, in every Simplified cell and page."""
-    for en_path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
+    for en_path in manifest.chapters():
         en = nbformat.read(en_path, as_version=4)
         path = ROOT / "zh-hans" / "book" / en_path.name
         zh = nbformat.read(path, as_version=4)
@@ -461,8 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in stale:
         (ROOT / path).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / path).write_text(files[path], encoding="utf-8")
-    for lang in ("zh-hans", "zh-hant"):
-        for path in sorted((ROOT / lang / "book").glob("[0-9][0-9]_*.ipynb")):
+    for edition in manifest.translations():
+        for path in manifest.chapters(edition.folder):
             execute_localised(path)
     print(f"{len(stale)} files written")
     return 0

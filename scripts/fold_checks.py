@@ -25,6 +25,9 @@ import jupytext
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import manifest  # noqa: E402
+
 CHECK_TAGS = ("check", "remove-cell")  # run by nbval, not shown on the page
 PLOT = {
     "code_prompt_show": "Show the plotting code",
@@ -223,7 +226,7 @@ def fold(md: Path, ipynb: Path) -> tuple[nbformat.NotebookNode, int]:
 
 def main(argv: list[str]) -> int:
     check = argv[:1] == ["--check"]
-    paths = [Path(a) for a in argv[check:]] or sorted((ROOT / "book" / "md_src").glob("[0-9][0-9]_*.md"))
+    paths = [Path(a) for a in argv[check:]] or [ROOT / "book" / "md_src" / f"{s}.md" for s in manifest.chapter_stems()]
     pending = 0
     for md in paths:
         ipynb = md.parent.parent / f"{md.stem}.ipynb"

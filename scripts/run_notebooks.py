@@ -34,6 +34,9 @@ from posenc_book.ledger import section_titles
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import manifest  # noqa: E402
+
 FORMATS = "ipynb,md_src//md:myst"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
@@ -43,9 +46,8 @@ def twin_of(ipynb: Path) -> Path:
 
 
 def all_chapters() -> list[Path]:
-    stems = {p.stem for p in BOOK.glob("[0-9][0-9]_*.ipynb")}
-    stems |= {p.stem for p in (BOOK / "md_src").glob("[0-9][0-9]_*.md")}
-    return [BOOK / f"{stem}.ipynb" for stem in sorted(stems)]
+    """The English chapters of the table of contents (a MyST twin without its notebook counts)."""
+    return manifest.chapters()
 
 
 def _shown(path: Path) -> str:

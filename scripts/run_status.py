@@ -31,7 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STATUS = ROOT / "_build" / "status"
-EDITIONS = ("en", "zh-hans", "zh-hant")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import manifest  # noqa: E402
+
+EDITIONS = tuple(e.key for e in manifest.editions())
 # nbval colours its messages; the XML report keeps the escapes (as "#x1B[91m" or raw)
 COLOUR = re.compile(r"(?:#x1B|\x1b)\[[0-9;]*m")
 MESSAGE_LIMIT = 2000  # characters of nbval's message kept per failed cell

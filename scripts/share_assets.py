@@ -18,7 +18,10 @@ import shutil
 import sys
 from pathlib import Path
 
-EDITIONS = ("zh-hans", "zh-hant")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import manifest  # noqa: E402
+
+EDITIONS = tuple(e.folder for e in manifest.translations())
 SHARED = ("_static", "_images")
 REFERENCE = re.compile(r'((?:src|href)=")((?:\.\./)*)((?:_static|_images)/[^"?#]+)')
 

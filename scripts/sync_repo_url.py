@@ -30,6 +30,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import manifest  # noqa: E402
+
 INSTALL_MARK = "# Colab, or any Python without the book's package:"
 # On the site the cell is folded away ("Show code cell"); in a notebook it runs first.
 INSTALL_HEADER = (
@@ -84,7 +87,7 @@ def expected_files() -> dict[Path, str]:
     """{path: its text as it should be} for every file derived from the URL."""
     url, owner, name = repository()
     files = {}
-    for md in sorted((ROOT / "book" / "md_src").glob("[0-9][0-9]_*.md")):
+    for md in (ROOT / "book" / "md_src" / f"{stem}.md" for stem in manifest.chapter_stems()):
         files[md] = with_install_cell(md.read_text(encoding="utf-8"))
     readme = ROOT / "README.md"
     text = readme.read_text(encoding="utf-8")

@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from run_status import parse_junit  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import manifest  # noqa: E402
+
 TITLE = "Weekly check: the book against the newest torch and transformers, and its external links"
 MARK = "<!-- posenc-upstream-check -->"
 UPGRADED = ("torch", "transformers")
@@ -118,7 +121,7 @@ def run(out: Path, python: str = sys.executable) -> None:
     """Every check, each leaving its report in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "versions.json").write_text(json.dumps(versions(), indent=1) + "\n", encoding="utf-8")
-    chapters = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+    chapters = [str(p.relative_to(ROOT)) for p in manifest.chapters()]
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--rootdir", str(ROOT)]
     nbval = ["--dist", "loadfile", "--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
     subprocess.run([*pytest, *nbval, f"--junitxml={out / 'chapters.xml'}", *chapters], cwd=ROOT, check=False)

@@ -34,6 +34,7 @@ def test_recorded_globs_the_data_folder():
         "claims.yaml",
         "claims.zh-hans.yaml",
         "claims.zh-hant.yaml",
+        "editions.yaml",
         "errata.yaml",
         "errata.zh-hant.yaml",
     ]

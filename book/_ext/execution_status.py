@@ -35,9 +35,6 @@ WORDS = {
         "way and shows its results here."
     ),
     "chapter": "chapter",
-    "en": "English",
-    "zh-hans": "Simplified Chinese",
-    "zh-hant": "Traditional Chinese",
     "passed": "passed",
     "failed": "failed",
     "not run": "not run",
@@ -56,17 +53,25 @@ WORDS = {
 }
 
 
+def _scripts(name: str):
+    """The module ``name`` of ``scripts/`` (run_status, manifest), imported from there."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+#: Each edition's name, a column of the chapter table (editions.yaml; a translated page gives its own).
+WORDS.update({e.key: e.english for e in _scripts("manifest").editions()})
+
+
 def status_folder() -> Path:
     return Path(os.environ.get("POSENC_STATUS") or ROOT / "_build" / "status")
 
 
 def load_records(folder: Path) -> list[dict]:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from run_status import load_records as load
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return load(folder)
+    return _scripts("run_status").load_records(folder)
 
 
 def duration(seconds: float) -> str:
@@ -117,7 +122,7 @@ def outcome(entry: dict, words: dict) -> str:
 
 def chapter_table(chapters: list[str], records: list[dict], words: dict) -> list[str]:
     found = latest(records)
-    editions = ("en", "zh-hans", "zh-hant")
+    editions = [e.key for e in _scripts("manifest").editions()]
     lines = [
         "| " + " | ".join([words["chapter"], *(words[e] for e in editions)]) + " |",
         "|" + "---|" * (1 + len(editions)),
@@ -172,7 +177,7 @@ class ExecutionStatus(SphinxDirective):
         if not records:
             lines = [words["none"]]
         else:
-            chapters = sorted(Path(doc).name for doc in self.env.found_docs if Path(doc).name[:2].isdigit())
+            chapters = _scripts("manifest").chapter_stems()
             lines = [*chapter_table(chapters, records, words), "", *run_table(records, words)]
         container = nodes.container(classes=["execution-status"])
         self.state.nested_parse(StringList(lines, source="execution-status"), self.content_offset, container)

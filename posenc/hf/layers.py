@@ -143,7 +143,7 @@ class HFLayer:
             ``(q, k)`` of the same shapes and dtypes (unchanged where the layer only adds a bias).
 
         Raises:
-            ValueError: If a shape does not fit (see :func:`check_attention_inputs`).
+            ValueError: If a shape does not fit (see ``posenc.hf.layers.check_attention_inputs``).
         """
         return self._encode(q, k, self._check(q, k, position_ids))
 
@@ -159,7 +159,7 @@ class HFLayer:
             ``softmax_scale * (q' . k') + bias``, with ``q', k'`` from :meth:`apply`.
 
         Raises:
-            ValueError: If a shape does not fit (see :func:`check_attention_inputs`).
+            ValueError: If a shape does not fit (see ``posenc.hf.layers.check_attention_inputs``).
         """
         positions = self._check(q, k, position_ids)
         q, k = self._encode(q, k, positions)
@@ -187,7 +187,7 @@ class NoPELayer(HFLayer):
     ``Llama4TextAttention`` (``attn_temperature_tuning``) multiplies the query at position
     ``p`` by ``1 + attn_scale * log1p(floor((p + 1) / floor_scale))``, in float32, on its
     NoPE layers. It takes ``p`` from the cache length, ``position_ids`` here: the same
-    numbers unless sequences are padded. :meth:`apply` returns the scaled queries.
+    numbers unless sequences are padded. ``apply`` returns the scaled queries.
     """
 
     kind = "nope"
@@ -226,7 +226,7 @@ class RotaryLayer(HFLayer):
         kind: ``"rope"`` or ``"mla_rope"``.
         rotary_dim: Channels rotated, even, ``<= head_dim``.
         rope_parameters: A ``rope_parameters`` dict with ``rope_theta`` (see :func:`posenc.rope_inv_freq`).
-        style: One of :data:`ROTARY_STYLES`.
+        style: One of ``ROTARY_STYLES`` (``"half"``, ``"interleaved"``, ``"complex"``, ``"deinterleave"``).
         channels: ``"first"`` or ``"last"``: which ``rotary_dim`` channels of a head turn.
         mrope_section: For M-RoPE (Qwen2-VL): pairs per axis, e.g. ``[16, 24, 24]``.
         dynamic_state: None (stateless: ``"dynamic"`` frequencies follow each call's length) or a
@@ -270,7 +270,7 @@ class RotaryLayer(HFLayer):
 
     @property
     def layout(self) -> str:
-        """The pairing of the channels as the weights store them: ``"half"`` or ``"interleaved"``."""
+        """``"half"`` or ``"interleaved"``, the pairing of the channels as the weights store them."""
         return "half" if self.style == "half" else "interleaved"
 
     @property

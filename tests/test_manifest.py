@@ -1,0 +1,80 @@
+"""scripts/manifest.py: the chapters and pages of _toc.yml and the editions of editions.yaml, declared once."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from chapters import ROOT, manifest
+
+from posenc_book import i18n
+
+
+def test_the_chapters_are_the_notebooks_of_the_toc_in_every_edition():
+    stems = manifest.chapter_stems()
+    assert stems == sorted(stems) and len(stems) >= 13, stems
+    assert [p.stem for p in manifest.chapters()] == stems
+    for edition in manifest.editions():
+        assert [p for p in manifest.chapters(edition.folder) if not p.exists()] == []
+        assert {p.stem for p in edition.book.glob("*.ipynb")} == set(stems), edition.folder
+    assert set(manifest.pages()) >= {"intro", "api", "glossary", "errata", "status"}
+    assert not set(manifest.pages()) & set(stems)
+
+
+def test_the_editions_are_read_by_every_consumer_from_one_file():
+    editions = manifest.editions()
+    assert [e.key for e in editions] == ["en", "zh-hans", "zh-hant"]
+    assert [e.source for e in editions] == [None, "en", "zh-hans"]
+    assert i18n.LANGUAGES == tuple(e.key for e in editions)
+    assert i18n.LANGUAGE_NAMES == {e.key: e.name for e in editions}
+    for edition in manifest.translations():
+        config = (ROOT / edition.folder / "_config.yml").read_text(encoding="utf-8")
+        assert f"language: {edition.sphinx}" in config, edition.folder
+
+
+def test_the_command_line_gives_the_makefile_its_lists():
+    run = [sys.executable, "scripts/manifest.py"]
+    done = subprocess.run([*run, "chapters", "zh-hant"], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.split() == [f"zh-hant/book/{s}.ipynb" for s in manifest.chapter_stems()]
+    done = subprocess.run([*run, "editions"], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.split() == ["zh-hans", "zh-hant"]
+    done = subprocess.run([*run, "nothing"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "manifest.py chapters" in done.stderr
+
+
+def test_a_new_chapter_is_a_notebook_twin_and_one_toc_line(tmp_path):
+    """Adding a chapter: write its MyST twin, add one line to _toc.yml; the manifest lists it
+    (run_notebooks.py then makes the notebook), whatever its file name."""
+    (tmp_path / "posenc_book" / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "posenc_book" / "data" / "editions.yaml", tmp_path / "posenc_book" / "data")
+    (tmp_path / "book" / "md_src").mkdir(parents=True)
+    (tmp_path / "book" / "md_src" / "position_interpolation.md").write_text("# PI\n")
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    (tmp_path / "_toc.yml").write_text(
+        "root: book/intro\nparts:\n- caption: Chapters\n  chapters:\n  - file: book/position_interpolation\n"
+    )
+    assert manifest.chapter_stems(tmp_path) == ["position_interpolation"]
+    assert manifest.pages(tmp_path) == ["intro"]
+
+
+def test_an_editions_file_without_its_source_first_is_refused(tmp_path):
+    (tmp_path / "posenc_book" / "data").mkdir(parents=True)
+    (tmp_path / "posenc_book" / "data" / "editions.yaml").write_text(
+        "- {folder: zh-hans, tag: zh-Hans, sphinx: zh_CN, name: 简体中文, english: Simplified Chinese, from: en}\n"
+    )
+    with pytest.raises(ValueError, match="source edition"):
+        manifest.editions(tmp_path)
+
+
+@pytest.mark.parametrize("folder", ["scripts", "tests", "book/_ext"])
+def test_no_tool_finds_the_chapters_by_their_numbered_names(folder):
+    pattern = "[0-9]" + "[0-9]_"
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in sorted((ROOT / folder).rglob("*.py"))
+        if pattern in p.read_text(encoding="utf-8")
+    ]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert offenders == [] and pattern not in makefile, "ask scripts/manifest.py for the chapters"
