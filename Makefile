@@ -179,9 +179,9 @@ test: checks $(NBVAL_RUNS) clean-site book pdf site
 checks: $(VENV)/.test
 	$(MAKE) --no-print-directory -j3 lint unit index
 
+# Everything derived, in order, each file by its one writer (scripts/generate.py --check says what is stale).
 notebooks: $(VENV)/.test
-	$(call own_caches,$(CACHES)/notebooks) $(PY) scripts/run_notebooks.py
-	$(PY) scripts/editions.py
+	$(call own_caches,$(CACHES)/notebooks) $(PY) scripts/generate.py
 
 lock:
 	$(PYTHON) scripts/lock_requirements.py

@@ -1,6 +1,7 @@
 """Re-execute chapters top to bottom in place and sync their MyST twins.
 
 Usage: python scripts/run_notebooks.py [--prefer md|ipynb] [CHAPTER ...]
+       python scripts/run_notebooks.py --check   # exit 1 naming what a run would change
 
 A chapter is ``book/NN_name.ipynb`` paired with ``book/md_src/NN_name.md``
 (jupytext formats ``ipynb,md_src//md:myst``). Either file may have been
@@ -150,7 +151,31 @@ def run(ipynb: Path, prefer: str | None = None) -> float:
     return elapsed
 
 
+def stale() -> list[str]:
+    """What a run would change: chapters whose notebook and twin differ, or that were edited
+    since their last run, and ``sections.json`` out of step with the twins (``--check``)."""
+    found = []
+    for ipynb in all_chapters():
+        md = twin_of(ipynb)
+        if not (ipynb.exists() and md.exists()):
+            found.append(f"{_shown(ipynb)}: the notebook or its twin is missing")
+            continue
+        nb = jupytext.read(ipynb)
+        now = fingerprint(nb)
+        if now != fingerprint(jupytext.read(md)) or nb.metadata.get("posenc", {}).get("synced_cells") != now:
+            found.append(f"{_shown(ipynb)}: edited since its last run")
+    sections = {ipynb.stem: section_titles(twin_of(ipynb).read_text(encoding="utf-8")) for ipynb in all_chapters()}
+    recorded = DATA / "sections.json"
+    if not recorded.exists() or json.loads(recorded.read_text(encoding="utf-8")) != sections:
+        found.append(f"{_shown(recorded)}: out of step with the chapters' headings")
+    return found
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--check"]:
+        found = stale()
+        print("\n".join(found) or "every chapter is as its last run left it")
+        return 1 if found else 0
     prefer = None
     if argv[:1] == ["--prefer"]:
         if len(argv) < 2 or argv[1] not in ("md", "ipynb"):

@@ -103,6 +103,7 @@ def test_eager_rope_moves_five_times_the_minimum():
     assert 5 < moved / minimum < 5.5
 
 
+@pytest.mark.claim("001-11")
 def test_sinusoidal_and_learned_modules_move_the_same_bytes():
     """Seed 001 credits the sinusoidal design with efficiency; at run time both are a table read and an add."""
     x = torch.randn(2, 5, 16).to(BF16)

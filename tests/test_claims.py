@@ -165,6 +165,28 @@ def test_some_verdicts_rest_on_the_literature_alone():
     assert literature and all(CLAIMS[IDS.index(i)]["source"] for i in literature)
 
 
+def test_the_test_fields_are_the_markers_of_the_tests():
+    """Each claim's test is declared by @pytest.mark.claim on the test; claims.yaml's field follows it."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import claim_tests
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    text = (ROOT / "posenc_book" / "data" / "claims.yaml").read_text(encoding="utf-8")
+    marked = claim_tests.marked_tests()
+    assert claim_tests.problems(text, marked) == []
+    assert claim_tests.written(text, marked) == text, "run python scripts/claim_tests.py"
+    assert {c["id"]: c["test"] for c in CLAIMS if c["test"]} == {c: t[0] for c, t in marked.items()}
+    # moving a test moves its claims: the rewrite follows the marker, and a marker twice is an error
+    moved = {c: ["tests/elsewhere/test_moved.py::test_x"] if c == "000-01" else t for c, t in marked.items()}
+    assert "  test: tests/elsewhere/test_moved.py::test_x\n" in claim_tests.written(text, moved)
+    twice = {**marked, "000-01": ["tests/a.py::test_a", "tests/b.py::test_b"], "999-99": ["tests/c.py::test_c"]}
+    assert claim_tests.problems(text, twice) == [
+        "claim 000-01 is marked by 2 tests: tests/a.py::test_a, tests/b.py::test_b",
+        "tests/c.py::test_c is marked with claim 999-99, not in the ledger",
+    ]
+
+
 def test_named_tests_pass(tmp_path):
     node_ids = sorted({claim["test"] for claim in CLAIMS if claim["test"]})
     report = tmp_path / "named.xml"

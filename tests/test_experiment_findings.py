@@ -72,6 +72,7 @@ def test_the_recorded_experiment_trains_to_convergence_or_8000_steps(saved):
             assert steps[-2] == run["converged_at"] and run["steps_trained"] == steps[-1]
 
 
+@pytest.mark.claim("002-29")
 def test_every_encoding_learns_shift_and_no_encoding_learns_it_slowly(saved):
     assert all(min(saved.budgets("shift", s, 1, 1000)) >= 0.98 for s in ENCODINGS)
     for step in saved.config.evaluation_steps:
@@ -81,6 +82,7 @@ def test_every_encoding_learns_shift_and_no_encoding_learns_it_slowly(saved):
     assert min(saved.final("shift", "none", 1)) > max(saved.state("shift", "none", 1, 4000))
 
 
+@pytest.mark.claim("002-34")
 def test_every_encoding_that_converges_learns_lookup_at_its_own_speed(saved):
     assert all(c == 250 for s in ("sinusoidal", "learned") for c in saved.converged("lookup", s))
     assert all(c is not None and 1000 <= c <= 4000 for s in ("shaw", "rope") for c in saved.converged("lookup", s))
@@ -99,6 +101,7 @@ def test_learned_runs_cannot_run_past_the_training_length(saved):
                 assert [e["status"] for e in c["evaluations"]] == ["ok", "cannot run", "cannot run"]
 
 
+@pytest.mark.claim("004-04", "004-09")
 def test_sinusoidal_positions_do_not_extrapolate(saved):
     for m, n in ((2, 32), (4, 64)):
         answered, known = n - 2, 16 - 2
@@ -175,6 +178,7 @@ def test_at_the_training_length_every_encoding_helps_and_shaw_most(text):
             assert min(_bits(text, "alibi", 64, step)) > max(rest)
 
 
+@pytest.mark.claim("002-25", "004-24")
 def test_on_longer_text_alibi_and_shaw_hold_and_sinusoidal_is_worst(text):
     schemes = text[0]["config"]["schemes"]
     for step in text[1]:

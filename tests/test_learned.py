@@ -35,6 +35,7 @@ def test_extra_leading_dims_and_dtype():
     assert torch.equal(out[1, 2], module.weight[:5].to(torch.bfloat16))
 
 
+@pytest.mark.claim("002-28")
 def test_last_row_is_usable_and_the_next_position_is_not():
     module = LearnedPositionalEmbedding(16, 4)
     module(torch.zeros(1, 16, 4))  # positions 0..15: fine
@@ -67,6 +68,7 @@ def test_reset_with_generator_is_reproducible_and_state_is_the_table():
     assert module.weight.requires_grad
 
 
+@pytest.mark.claim("002-06", "002-09", "004-10", "004-11")
 def test_gradient_reaches_only_the_rows_used():
     module = LearnedPositionalEmbedding(12, 4)
     module(torch.randn(2, 5, 4), offset=3).pow(2).sum().backward()
@@ -74,6 +76,7 @@ def test_gradient_reaches_only_the_rows_used():
     assert used.tolist() == [False] * 3 + [True] * 5 + [False] * 4
 
 
+@pytest.mark.claim("004-17")
 def test_hugging_face_configs_bert_512_gpt2_1024():
     transformers = pytest.importorskip("transformers")
     bert, gpt2 = transformers.BertConfig(), transformers.GPT2Config()

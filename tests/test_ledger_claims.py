@@ -29,6 +29,7 @@ SEEDS = [0, 1, 2, 3, 4]
 # Order: recurrence, attention, a causal mask -------------------------------------------------
 
 
+@pytest.mark.claim("000-02", "001-01", "002-01", "002-31")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_recurrent_network_sees_order_and_attention_does_not(seed):
     torch.manual_seed(seed)
@@ -43,6 +44,7 @@ def test_a_recurrent_network_sees_order_and_attention_does_not(seed):
     assert torch.allclose(out_ab.flip(-2), out_ba, rtol=0, atol=1e-12)  # the same outputs, reordered
 
 
+@pytest.mark.claim("004-13")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_b_and_b_a_pool_to_the_same_vector_only_without_positions(seed):
     torch.manual_seed(seed)
@@ -54,6 +56,7 @@ def test_a_b_and_b_a_pool_to_the_same_vector_only_without_positions(seed):
     assert (layer(pe(ab))[0].mean(1) - layer(pe(ba))[0].mean(1)).abs().max() > 0.01
 
 
+@pytest.mark.claim("000-16", "003-01", "004-26")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_causal_mask_alone_breaks_permutation_equivariance(seed):
     x = torch.randn(6, 8, generator=torch.Generator().manual_seed(seed), dtype=f64)
@@ -64,6 +67,7 @@ def test_a_causal_mask_alone_breaks_permutation_equivariance(seed):
     assert torch.equal(out[0], x[0])  # the first token sees only itself
 
 
+@pytest.mark.claim("001-07")
 def test_attention_cost_grows_with_the_square_of_the_length():
     d = 16
     attention, recurrence = {}, {}
@@ -87,6 +91,7 @@ def test_attention_cost_grows_with_the_square_of_the_length():
 # The sinusoidal encoding ---------------------------------------------------------------------
 
 
+@pytest.mark.claim("000-05", "001-10", "002-12", "003-03", "004-02", "004-06")
 def test_distinct_positions_get_distinct_vectors():
     table = sinusoidal_table(2048, 64, dtype=f64)
     dist = torch.cdist(table, table)  # [n, n]
@@ -95,6 +100,7 @@ def test_distinct_positions_get_distinct_vectors():
     assert closest == pytest.approx(dist[0, 1].item(), abs=1e-9)  # the closest pairs are neighbours
 
 
+@pytest.mark.claim("001-09", "002-05")
 def test_each_channel_repeats_with_its_own_wavelength_but_the_vector_does_not():
     d = 16
     wavelength = 2 * math.pi / sinusoidal_frequencies(d)  # [d/2], float64
@@ -108,6 +114,7 @@ def test_each_channel_repeats_with_its_own_wavelength_but_the_vector_does_not():
     assert (table[1:] - table[0]).norm(dim=-1).min() > 1.0  # no integer position up to 20000 returns to PE(0)
 
 
+@pytest.mark.claim("002-08")
 def test_channel_index_reading_of_seed_002_is_not_the_paper_encoding():
     d = 8
     pos = torch.arange(2048, dtype=f64)
@@ -122,6 +129,7 @@ def test_channel_index_reading_of_seed_002_is_not_the_paper_encoding():
     assert radius2[:, 0].min() < 0.1 and radius2[:, 0].max() > 1.9  # pair 0 leaves the unit circle
 
 
+@pytest.mark.claim("004-05")
 def test_seed_004_conditions_read_literally_define_half_the_channels():
     d = 8
     # "i even: PE(pos, 2i) = sin(...)", "i odd: PE(pos, 2i+1) = cos(...)", i = 0 .. d/2 - 1
@@ -134,6 +142,7 @@ def test_seed_004_conditions_read_literally_define_half_the_channels():
     )
 
 
+@pytest.mark.claim("002-14")
 def test_seed_002_d4_table_is_not_the_sinusoidal_encoding():
     seed_table = torch.tensor(
         [[0.0, 1.0, 0.0, 0.0], [0.0001, 0.9999, 0.0, 0.0], [0.0002, 0.9998, 0.0, 0.0], [0.0003, 0.9997, 0.0, 0.0]],
@@ -152,6 +161,7 @@ def test_seed_002_d4_table_is_not_the_sinusoidal_encoding():
 # Relative encodings -------------------------------------------------------------------------
 
 
+@pytest.mark.claim("002-10", "002-15")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_vector_added_to_the_input_is_an_absolute_encoding(seed):
     d, n = 16, 30
@@ -190,6 +200,7 @@ class _LargestNewTensor(TorchDispatchMode):
         return out
 
 
+@pytest.mark.claim("002-26")
 def test_shaw_direct_form_builds_an_l_by_l_by_d_tensor():
     L, d = 32, 64
     g = torch.Generator().manual_seed(0)
@@ -209,6 +220,7 @@ def test_shaw_direct_form_builds_an_l_by_l_by_d_tensor():
 # Learned tables and RoPE in published models ---------------------------------------------------
 
 
+@pytest.mark.claim("004-12")
 def test_bert_and_gpt2_learn_their_position_tables():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -227,6 +239,7 @@ def test_bert_and_gpt2_learn_their_position_tables():
         assert used[:4].all() and not used[4:].any()  # the rows of positions 0..3 get a gradient
 
 
+@pytest.mark.claim("004-22")
 def test_llama2_rope_has_pairs_that_never_turn_within_its_context():
     theta, _ = rope_inv_freq(128, base=10000.0)  # LLaMA 2: head dim 128, base 10000, 4096 positions
     wavelength = 2 * math.pi / theta

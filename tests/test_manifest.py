@@ -78,3 +78,41 @@ def test_no_tool_finds_the_chapters_by_their_numbered_names(folder):
     ]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert offenders == [] and pattern not in makefile, "ask scripts/manifest.py for the chapters"
+
+
+def _generate():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("generate", ROOT / "scripts" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_one_pipeline_names_every_writer_in_order():
+    """make notebooks runs scripts/generate.py: each generator once, the ledger's test fields and
+    the twins before the notebooks run, the editions after them (each --check is its own test)."""
+    generate = _generate()
+    scripts = [script for script, _ in generate.STEPS]
+    assert scripts == ["claim_tests.py", "sync_repo_url.py", "fold_checks.py", "run_notebooks.py", "editions.py"]
+    for script in scripts:
+        assert "--check" in (ROOT / "scripts" / script).read_text(encoding="utf-8"), script
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\nnotebooks:", 1)[1].split("\n\n", 1)[0]
+    assert "scripts/generate.py" in recipe and "run_notebooks.py" not in recipe
+
+
+def test_the_pipeline_check_names_the_stale_step_and_stops_a_run_at_a_failure(tmp_path, monkeypatch, capsys):
+    generate = _generate()
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "fresh.py").write_text("import sys; sys.exit(0)\n")
+    (tmp_path / "scripts" / "stale.py").write_text("print('book/x.ipynb: edited since its last run'); exit(1)\n")
+    (tmp_path / "scripts" / "after.py").write_text("open('ran', 'w').write('yes')\n")
+    monkeypatch.setattr(generate, "ROOT", tmp_path)
+    monkeypatch.setattr(generate, "STEPS", (("fresh.py", "a"), ("stale.py", "b"), ("after.py", "c")))
+    assert generate.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "scripts/stale.py (b): book/x.ipynb: edited since its last run" in out and "fresh.py" not in out
+    (tmp_path / "ran").unlink()  # every check runs
+    assert generate.main([]) == 1 and not (tmp_path / "ran").exists()
+    assert generate.main(["--bogus"]) == 2

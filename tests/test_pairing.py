@@ -49,6 +49,7 @@ def test_zero_offset_is_identity_and_shapes_broadcast():
     assert torch.allclose(m[1, 2].double(), sinusoidal_offset_matrix(5, 8), atol=1e-7)
 
 
+@pytest.mark.claim("000-03", "004-07")
 @given(st.floats(-1e4, 1e4, allow_nan=False), offsets, even_dims, layouts)
 def test_shift_is_the_offset_matrix(p, k, d, layout):
     pe = sinusoidal_encoding(torch.tensor(p, dtype=f64), d, dtype=f64, layout=layout)
@@ -72,6 +73,7 @@ def test_concat_offset_matrix_is_the_permuted_interleaved_one(k, d):
     assert torch.equal(inter[perm][:, perm], sinusoidal_offset_matrix(k, d, layout="concat"))
 
 
+@pytest.mark.claim("002-13")
 @given(st.integers(1, 64), st.sampled_from([2, 8, 64, 128]), st.floats(100.0, 1e5))
 def test_dot_product_depends_only_on_the_offset(n, d, base):
     table = sinusoidal_table(n, d, base=base, dtype=f64)
@@ -128,6 +130,7 @@ def test_a_sine_alone_cannot_be_shifted():
     assert torch.allclose(fit, sinusoidal_offset_matrix(1, d).T, atol=1e-10)
 
 
+@pytest.mark.claim("001-03")
 @pytest.mark.parametrize("k", [1, 10, 100, -7, 2.5])
 def test_seed_001_exponent_breaks_the_offset_identity(k):
     d = 16
@@ -145,6 +148,7 @@ def test_seed_001_pairs_leave_the_unit_circle():
     assert radius2.min() < 0.01 and radius2.max() > 1.99
 
 
+@pytest.mark.claim("001-05", "002-11")
 def test_lowest_pair_is_fastest():
     for d in (4, 64, 512):
         wavelength = 2 * math.pi / sinusoidal_frequencies(d)

@@ -45,6 +45,7 @@ def test_relative_positions_by_hand():
     assert relative_position_range(3, 3).tolist() == [-2, -1, 0, 1, 2]
 
 
+@pytest.mark.claim("002-07")
 @given(lengths, lengths, st.integers(0, 50), st.integers(0, 50))
 def test_relative_positions_depend_only_on_the_pair(q_len, k_len, offset, t):
     rel = relative_positions(q_len, k_len, offset=offset)
@@ -172,6 +173,7 @@ def renormalized_tail(weights, mem_len):
     return tail / tail.sum(-1, keepdim=True)
 
 
+@pytest.mark.claim("004-18")
 @given(
     st.integers(1, 6),
     st.integers(0, 7),

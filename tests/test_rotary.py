@@ -225,6 +225,7 @@ def test_dynamic_uses_largest_position_plus_one():
     assert torch.equal(short, rope_cos_sin(torch.arange(64), 16, dtype=F64)[0])  # within the trained length
 
 
+@pytest.mark.claim("004-21")
 @pytest.mark.parametrize("head_dim, base, scaling", [SCALINGS[0], SCALINGS[2], SCALINGS[5], SCALINGS[10]])
 def test_cos_sin_equal_transformers_llama_rotary_module(head_dim, base, scaling):
     module = llama_rotary(head_dim, base, scaling)
@@ -316,6 +317,7 @@ def test_rotation_keeps_norms_and_is_undone_by_minus_angle(d, layout, p, seed):
     assert torch.allclose(apply_rope(y, back_cos, back_sin, layout=layout), x, atol=1e-12)
 
 
+@pytest.mark.claim("004-20")
 @given(head_dims, layouts, st.integers(0, 5000), st.integers(0, 5000), st.integers(-3000, 3000))
 def test_score_depends_only_on_the_offset(d, layout, m, n, t):
     g = torch.Generator().manual_seed(m + 7 * n)

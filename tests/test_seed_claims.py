@@ -16,6 +16,7 @@ from posenc import sinusoidal_table
 from posenc_book.tutorial import tutorial_table
 
 
+@pytest.mark.claim("000-14", "003-11", "004-27")
 def test_sine_fills_the_even_channels_of_every_position():
     """Seed 000's comment says even *positions* use sin; seeds 003 and 004 say even indices or dimensions do."""
     n, d = 8, 16
@@ -29,6 +30,7 @@ def test_sine_fills_the_even_channels_of_every_position():
     assert not torch.allclose(table[2], torch.sin(2 * omega).repeat_interleave(2), atol=1e-3)
 
 
+@pytest.mark.claim("001-13")
 def test_each_channel_has_one_frequency_at_every_position():
     """Seed 001: frequencies differ between dimensions; between positions only the phase differs."""
     n, d = 512, 32
@@ -40,6 +42,7 @@ def test_each_channel_has_one_frequency_at_every_position():
     assert len(set(omega.tolist())) == d // 2  # and a different one in every pair
 
 
+@pytest.mark.claim("002-32")
 @pytest.mark.parametrize("seed", range(3))
 def test_rnn_gradient_to_early_inputs_vanishes_with_distance(seed):
     """Seed 002 §1.2: vanishing gradients make long-range dependencies hard for a recurrence to learn."""
@@ -53,6 +56,7 @@ def test_rnn_gradient_to_early_inputs_vanishes_with_distance(seed):
     assert reach[0] < 1e-12 * reach[-1]
 
 
+@pytest.mark.claim("003-09", "003-10")
 def test_seed_003_shape_comments():
     """Seed 003 comments `position` as a vector of shape (seq_len) and `div_term` as one of shape (d_model)."""
     seq_len, d_model = 10, 512

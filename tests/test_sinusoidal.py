@@ -26,6 +26,7 @@ def test_position_zero_is_sin0_cos0_pairs():
     assert pe.tolist() == [0.0] * 4 + [1.0] * 4
 
 
+@pytest.mark.claim("000-04", "001-14", "003-04")
 def test_position_one_hand_values():
     d = 6
     pe = sinusoidal_encoding(torch.tensor(1), d, dtype=torch.float64)
@@ -45,6 +46,7 @@ def test_d4_worked_table():
     assert round(table[1, 0].item(), 4) == 0.8415 and round(table[3, 2].item(), 4) == 0.0300
 
 
+@pytest.mark.claim("000-06", "001-04")
 def test_wavelengths_run_from_2pi_to_just_under_2pi_base():
     d, base = 512, 10000.0
     lam = 2 * math.pi / sinusoidal_frequencies(d, base=base)
@@ -78,6 +80,7 @@ def test_python_floats_keep_float64_precision():
     assert torch.equal(sinusoidal_encoding([p], 8, dtype=torch.float64)[0], exact)
 
 
+@pytest.mark.claim("000-10")
 def test_fractional_positions_and_shapes():
     pos = torch.tensor([[0.5, 1.25], [2.0, -3.5]])
     pe = sinusoidal_encoding(pos, 4, dtype=torch.float64)
@@ -108,6 +111,7 @@ def test_concat_is_a_fixed_permutation_of_interleaved(n, d):
     assert torch.equal(concat[:, back], inter)
 
 
+@pytest.mark.claim("000-07", "001-02", "001-06")
 @given(st.integers(1, 5), st.integers(1, 40), st.integers(0, 2000), st.sampled_from([8, 16, 34]), layouts)
 def test_module_adds_exactly_rows_offset_to_offset_plus_s(b, s, offset, d, layout):
     module = SinusoidalPositionalEncoding(d, layout=layout, initial_len=16)
@@ -117,6 +121,7 @@ def test_module_adds_exactly_rows_offset_to_offset_plus_s(b, s, offset, d, layou
     assert torch.equal(out, x + table[offset : offset + s])
 
 
+@pytest.mark.claim("000-11", "004-03")
 def test_module_has_no_state_and_grows_its_cache():
     module = SinusoidalPositionalEncoding(8, initial_len=4)
     assert module.state_dict() == {} and list(module.parameters()) == []

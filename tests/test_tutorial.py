@@ -60,6 +60,7 @@ def test_float32_angles_cost_accuracy_at_position_5000():
     assert (sinusoidal_table(5000, 64).double() - exact).abs().max() <= 2**-24
 
 
+@pytest.mark.claim("003-06")
 @given(st.integers(1, 4), st.integers(1, 30), even_dims)
 def test_both_layouts_add_the_table_when_given_their_own_layout(b, s, d):
     x = torch.randn(b, s, d, generator=torch.Generator().manual_seed(s))
@@ -71,6 +72,7 @@ def test_both_layouts_add_the_table_when_given_their_own_layout(b, s, d):
     assert torch.equal(seq_first(x.transpose(0, 1)).transpose(0, 1), x + table[:s])
 
 
+@pytest.mark.claim("000-08", "002-16")
 def test_missing_nn_import_is_a_name_error():
     source = "import math\nimport torch\nclass PositionalEncoding(nn.Module):\n    pass\n"
     with pytest.raises(NameError, match="name 'nn' is not defined"):
@@ -87,6 +89,7 @@ def test_pytorch_transformer_layers_default_to_sequence_first():
     assert nn.TransformerEncoderLayer(8, 2).self_attn.batch_first is False
 
 
+@pytest.mark.claim("002-17")
 @given(st.integers(2, 5), st.integers(2, 12))
 def test_batch_first_input_to_sequence_first_module_gets_the_batch_index(b, s):
     module = TutorialPositionalEncoding(8, max_len=16, seq_first=True)
@@ -107,6 +110,7 @@ def test_sequence_first_input_to_batch_first_module_gets_the_batch_column():
 # Length and dimension -----------------------------------------------------------------------
 
 
+@pytest.mark.claim("002-04")
 def test_longer_than_max_len_is_a_broadcasting_error_without_max_len():
     with pytest.raises(RuntimeError, match=r"must match the size of tensor b \(32\)") as info:
         TutorialPositionalEncoding(8, max_len=32)(torch.zeros(1, 40, 8))
@@ -181,6 +185,7 @@ def test_persistent_table_ties_the_checkpoint_to_max_len():
 # Gradients and dropout ------------------------------------------------------------------------
 
 
+@pytest.mark.claim("003-07", "004-15")
 def test_requires_grad_false_on_a_buffer_slice_is_a_no_op():
     module = TutorialPositionalEncoding(8, max_len=16)
     piece = module.pe[:, :5]
@@ -200,6 +205,7 @@ def test_requires_grad_false_on_a_parameter_slice_raises():
     assert not weight[:5].detach().requires_grad
 
 
+@pytest.mark.claim("002-18", "003-08")
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_dropout_after_the_addition_same_mask_as_posenc(seed):
     p = 0.1
@@ -328,6 +334,7 @@ def test_cache_growth_inside_a_compiled_forward_is_kept():
 # Claims of the source documents ---------------------------------------------------------------
 
 
+@pytest.mark.claim("002-19", "003-05")
 def test_seed_003_comment_has_the_exponent_sign_wrong():
     two_i = torch.arange(0, 64, 2, dtype=torch.float64)
     div_term = torch.exp(two_i * (-math.log(10000.0) / 64))  # what the code computes
@@ -335,14 +342,17 @@ def test_seed_003_comment_has_the_exponent_sign_wrong():
     assert not torch.allclose(div_term, 10000.0 ** (two_i / 64))  # what the comment says
 
 
+@pytest.mark.claim("000-09")
 def test_seed_000_example_shapes():
     assert TutorialPositionalEncoding(512)(torch.rand(32, 10, 512)).shape == (32, 10, 512)
 
 
+@pytest.mark.claim("002-21")
 def test_torch_nn_has_no_positional_encoding_module():
     assert not hasattr(torch.nn, "PositionalEncoding")
 
 
+@pytest.mark.claim("002-23")
 def test_transformers_defines_position_modules_per_model():
     spec = importlib.util.find_spec("transformers")  # locates the package without importing it
     llama = Path(spec.origin).parent / "models" / "llama" / "modeling_llama.py"
