@@ -32,7 +32,8 @@ from .relative import (
     relative_scores,
     relative_values,
 )
-from .rope_nd import (
+from .rope.embedding import RotaryEmbedding
+from .rope.nd import (
     AXIAL_FREQS,
     AxialRotaryEmbedding,
     axial_cos_sin,
@@ -40,9 +41,7 @@ from .rope_nd import (
     mrope_cos_sin,
     mrope_pair_axes,
 )
-from .rope_scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base
-from .rope_state import DynamicRopeState
-from .rotary import (
+from .rope.rotary import (
     ROPE_BACKENDS,
     apply_rope,
     cos_sin_from_inv_freq,
@@ -50,11 +49,12 @@ from .rotary import (
     rope_inv_freq,
     rope_weight_permutation,
 )
-from .rotary_embedding import RotaryEmbedding
+from .rope.scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base
+from .rope.state import DynamicRopeState
+from .rope.xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_table
 from .t5 import T5RelativeBias, t5_relative_position_bucket
 from .transformer_xl import TransformerXLLearnableAttention, TransformerXLRelativeAttention
-from .xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
 
 __all__ = [
     "alibi_bias",

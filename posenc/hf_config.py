@@ -3,6 +3,6 @@
 Every name still works, with a warning.
 """
 
-from .hf._moved import forwarder
+from ._moved import forwarder
 
 __getattr__, __dir__ = forwarder(__name__, "posenc.hf.reader", "posenc.hf.families", "posenc.hf.fields")

@@ -106,7 +106,7 @@ def test_imports_point_down_the_layers(module):
         if not target.startswith(PACKAGES):
             continue
         wanted = layer(target)
-        if module in ("posenc.rotary", "posenc.rotary_embedding") and wanted == "posenc.triton_rope":
+        if module in ("posenc.rope.rotary", "posenc.rope.embedding") and wanted == "posenc.triton_rope":
             assert not top_level, "rotary reaches the Triton kernel lazily, inside the functions that use it"
             continue
         if own == wanted:

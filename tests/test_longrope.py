@@ -9,7 +9,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
 
 from posenc import RotaryEmbedding, rope_cos_sin, rope_inv_freq
-from posenc.rope_scaling import ROPE_SCALINGS, parse_scaling
+from posenc.rope.scaling import ROPE_SCALINGS, parse_scaling
 
 ORIGINAL = 64
 

@@ -299,6 +299,7 @@ def test_make_lets_python_write_bytecode_whatever_the_environment_says():
 LAYOUT_ROWS = {
     "posenc/": ROOT / "posenc",
     "posenc/hf/": ROOT / "posenc" / "hf",
+    "posenc/rope/": ROOT / "posenc" / "rope",
     "posenc/triton_rope/": ROOT / "posenc" / "triton_rope",
     "posenc/benchmark/": ROOT / "posenc" / "benchmark",
     "posenc/experiments/": ROOT / "posenc" / "experiments",

@@ -24,8 +24,8 @@ from transformers.models.phi.modeling_phi import PhiRotaryEmbedding
 from transformers.models.phi.modeling_phi import apply_rotary_pos_emb as phi_apply
 
 from posenc.layout import ROPE_LAYOUTS, layout_permutation
-from posenc.rotary import apply_rope, rope_cos_sin, rope_inv_freq
-from posenc.rotary_embedding import RotaryEmbedding
+from posenc.rope.embedding import RotaryEmbedding
+from posenc.rope.rotary import apply_rope, rope_cos_sin, rope_inv_freq
 
 F64 = torch.float64
 

@@ -15,7 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import posenc.rope_cpu as rope_cpu
+import posenc.rope.cpu as rope_cpu
 from posenc import RotaryEmbedding, apply_rope, rope_cos_sin
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64}

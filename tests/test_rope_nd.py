@@ -19,7 +19,7 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbe
 from transformers.vision_utils import get_vision_position_ids
 
 from posenc import ROPE_LAYOUTS, apply_rope, rope_cos_sin
-from posenc.rope_nd import AxialRotaryEmbedding, axial_cos_sin, axial_rope_angles, mrope_cos_sin, mrope_pair_axes
+from posenc.rope.nd import AxialRotaryEmbedding, axial_cos_sin, axial_rope_angles, mrope_cos_sin, mrope_pair_axes
 
 F64 = torch.float64
 PROPERTY = settings(derandomize=True, deadline=None, database=None, max_examples=60)

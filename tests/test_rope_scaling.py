@@ -14,7 +14,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from posenc import ROPE_TYPES, rope_inv_freq
-from posenc.rope_scaling import ROPE_SCALINGS, RopeScaling, ntk_scaled_base, parse_scaling
+from posenc.rope.scaling import ROPE_SCALINGS, RopeScaling, ntk_scaled_base, parse_scaling
 
 PARAMS = {
     "default": {},

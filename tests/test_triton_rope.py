@@ -409,11 +409,11 @@ def test_auto_uses_torch_for_cpu_tensors(monkeypatch):
 @pytest.fixture
 def triton_calls(monkeypatch):
     """Pretend the tensors are on a CUDA device; count the calls that reach the fused kernel."""
-    import posenc.rotary
+    import posenc.rope.rotary
 
     calls = []
     real = triton_rope.rope_qk_triton
-    monkeypatch.setattr(posenc.rotary, "_triton_ready", lambda tensors: True)  # as if on a CUDA device
+    monkeypatch.setattr(posenc.rope.rotary, "_triton_ready", lambda tensors: True)  # as if on a CUDA device
     monkeypatch.setattr(triton_rope, "rope_qk_triton", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     return calls
 

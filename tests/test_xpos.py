@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rotary_embedding_torch import RotaryEmbedding as PeerRotaryEmbedding
 
 from posenc import apply_rope, rope_cos_sin
-from posenc.xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
+from posenc.rope.xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
 
 SHAPES = [(8, 1), (16, 7), (32, 64), (64, 300), (128, 1024), (96, 2048)]  # (head_dim, seq_len)
 

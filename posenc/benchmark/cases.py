@@ -20,7 +20,7 @@ import torch
 
 from .._checks import check_choice
 from ..alibi import alibi_bias
-from ..rotary import rope_inv_freq
+from ..rope.rotary import rope_inv_freq
 from ..sinusoidal import SinusoidalPositionalEncoding, sinusoidal_encoding, sinusoidal_table
 from .check import call_poisoned, relative_error, rope_reference, standard_normal
 from .rope_impls import RopeImpl, RopeShape, rope_inputs, rope_positions

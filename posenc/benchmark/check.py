@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .._checks import check_angle_dtype
-from ..rotary import apply_rope, cos_sin_from_inv_freq
+from ..rope.rotary import apply_rope, cos_sin_from_inv_freq
 
 #: Largest ``||out - ref|| / ||ref||`` accepted against the float64 reference, per dtype.
 TOLERANCE = {torch.float32: 1e-3, torch.float16: 5e-3, torch.bfloat16: 1e-2}

@@ -33,7 +33,7 @@ from functools import partial
 import torch
 
 from .._checks import check_choice, check_positive_int
-from ..rotary import apply_rope, rope_cos_sin, rope_inv_freq
+from ..rope.rotary import apply_rope, rope_cos_sin, rope_inv_freq
 from .cases import Case
 from .check import call_poisoned, relative_error, rope_reference, standard_normal
 from .results import load_results, result_label

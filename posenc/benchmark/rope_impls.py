@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from .._checks import check_choice
-from ..rotary import apply_rope, rope_cos_sin
-from ..rotary_embedding import RotaryEmbedding
+from ..rope.embedding import RotaryEmbedding
+from ..rope.rotary import apply_rope, rope_cos_sin
 from .check import standard_normal
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._checks import check_choice, check_positive_int, check_positive_number
-from ..rope_scaling import ntk_scaled_base
+from ..rope.scaling import ntk_scaled_base
 from .corpus import TextTask, stdlib_corpus
 from .model import TinyTransformer
 from .results import environment, read_document

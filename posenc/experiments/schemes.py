@@ -29,8 +29,8 @@ from ..alibi import ALiBiBias
 from ..attention import scaled_dot_product_attention
 from ..learned import LearnedPositionalEmbedding
 from ..relative import HasShawTables, ShawRelativeEmbeddings, relative_scores, relative_values
-from ..rotary import apply_rope, rope_cos_sin
-from ..rotary_embedding import RotaryEmbedding
+from ..rope.embedding import RotaryEmbedding
+from ..rope.rotary import apply_rope, rope_cos_sin
 from ..sinusoidal import SinusoidalPositionalEncoding
 from ..t5 import T5RelativeBias
 from .registry import PositionScheme, register_position_scheme

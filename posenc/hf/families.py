@@ -37,7 +37,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from .._checks import check_even_dim
-from ..rotary import rope_inv_freq
+from ..rope.rotary import rope_inv_freq
 from ..t5 import T5RelativeBias
 from .bias_layers import ALiBiLayer, T5BiasLayer
 from .fields import (

@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from .._checks import as_positions, check_choice, check_float_tensor, check_real
-from ..rope_nd import mrope_cos_sin
-from ..rope_ops import apply_rotation
-from ..rope_state import DynamicRopeState
-from ..rotary import rope_cos_sin, rope_inv_freq
+from ..rope.nd import mrope_cos_sin
+from ..rope.ops import apply_rotation
+from ..rope.rotary import rope_cos_sin, rope_inv_freq
+from ..rope.state import DynamicRopeState
 from .fields import scaling_label
 
 #: How a rotary layer turns its pairs: ``"half"`` pairs ``(i, i + r/2)`` in the input's dtype (Llama,
@@ -293,7 +293,7 @@ class RotaryLayer(HFLayer):
                 positions, self.rotary_dim, self.mrope_section, scaling=scaling, angle_dtype=torch.float32
             )
         layout = "half" if self.style in ("half", "deinterleave") else "interleaved"
-        # with a state: one call of transformers' rotary module (posenc.rope_state)
+        # with a state: one call of transformers' rotary module (posenc.rope.state)
         table = rope_cos_sin if self.dynamic_state is None else self.dynamic_state.cos_sin
         return table(positions, self.rotary_dim, scaling=self.rope_parameters, layout=layout, angle_dtype=torch.float32)
 

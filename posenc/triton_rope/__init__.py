@@ -9,7 +9,7 @@ token with them. No cos/sin table is read, so the kernel moves the fewest bytes
 RoPE can move: ``q`` and ``k`` read once and written once.
 
 * Both channel layouts, ``"half"`` and ``"interleaved"`` (see
-  :mod:`posenc.rotary`).
+  :mod:`posenc.rope.rotary`).
 * float32, float16 and bfloat16 inputs; arithmetic in float32, one rounding
   to the input's dtype at the store.
 * Any strides: ``[b, h, s, d]`` views of ``[b, s, h, d]`` memory, as a

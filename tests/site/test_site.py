@@ -113,7 +113,7 @@ DOCUMENTED = [
     "posenc.benchmark",
     "posenc.triton_rope",
     "posenc.experiments",
-    "posenc.rope_scaling",
+    "posenc.rope.scaling",
     "posenc.hf",
     "posenc_book",
     "posenc_book.style",

@@ -1,4 +1,4 @@
-"""The reader's older module names (``posenc.hf_config`` and alike), kept working with a warning."""
+"""Older module names (``posenc.hf_config``, ``posenc.rope_scaling`` and alike), kept working with a warning."""
 
 from __future__ import annotations
 
