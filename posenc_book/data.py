@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: The folder of the recorded data, shipped with the package.
 DATA = Path(__file__).resolve().parent / "data"
 
 

@@ -72,6 +72,20 @@ def problems(text: str, marked: dict[str, list[str]]) -> list[str]:
     return found
 
 
+def outcome_problems(outcomes: dict[str, set[str]], marked: dict[str, list[str]]) -> list[str] | None:
+    """For a test run: ``outcomes`` maps each claim test's node id (parameters dropped) to the outcomes
+    its cases reported. None if the run left out a marked test (a partial run says nothing), else one
+    line per marked test that did not pass every case (a skipped one decides nothing)."""
+    expected = {test for tests in marked.values() for test in tests}
+    if not expected <= outcomes.keys():
+        return None
+    return [
+        f"{test}: {', '.join(sorted(outcomes[test] - {'passed'}))}"
+        for test in sorted(expected)
+        if outcomes[test] != {"passed"}
+    ]
+
+
 def main(argv: list[str]) -> int:
     if argv not in ([], ["--check"]):
         print("usage: python scripts/claim_tests.py [--check]", file=sys.stderr)

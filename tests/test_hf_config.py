@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import runpy
 import subprocess
 import sys
 
@@ -446,11 +447,15 @@ def test_bad_query_and_key_shapes_raise():
         layer.scores(torch.zeros(1, 32, 4, 64), k, torch.arange(4))
 
 
-@pytest.mark.parametrize("command", ["posenc.hf", "posenc.describe"])
-def test_command_line_prints_the_table_and_fails_with_status_2(tmp_path, command):
+def test_command_line_prints_the_table_and_fails_with_status_2(tmp_path, capsys, monkeypatch):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(GEMMA3_4B))
-    run = [sys.executable, "-m", command]
+    # the older name runs the same command (in this process: runpy runs it as python -m does)
+    monkeypatch.setattr(sys, "argv", ["posenc.describe", str(path)])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_module("posenc.describe", run_name="__main__", alter_sys=False)
+    assert done.value.code == 0 and "pattern: the layers repeat every 6" in capsys.readouterr().out
+    run = [sys.executable, "-m", "posenc.hf"]
     done = subprocess.run([*run, str(path)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "pattern: the layers repeat every 6" in done.stdout
@@ -533,7 +538,7 @@ def test_parameters_spelt_twice_are_read_as_transformers_reads_them(name):
     [("head_dim", float("inf")), ("head_dim", "16"), ("hidden_size", "64"), ("num_attention_heads", 0),
      ("num_hidden_layers", True), ("head_dim", 16.0)],
 )  # fmt: skip
-def test_a_count_that_is_not_a_positive_int_is_named(tmp_path, field, value):
+def test_a_count_that_is_not_a_positive_int_is_named(tmp_path, capsys, field, value):
     """Counts read from a config are ints >= 1: anything else is a ValueError naming the field and the
     family, and the command line prints it on one line with status 2 (no OverflowError or division by zero)."""
     cfg = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1, field: value}
@@ -541,9 +546,9 @@ def test_a_count_that_is_not_a_positive_int_is_named(tmp_path, field, value):
         from_hf_config(cfg)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))  # inf is written as Infinity, which json.loads reads back
-    done = subprocess.run([sys.executable, "-m", "posenc.describe", str(path)], capture_output=True, text=True)
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: config['{field}']"), done.stderr
+    assert importlib.import_module("posenc.hf.cli").main([str(path)]) == 2  # the command, in this process
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"error: config['{field}']"), err
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ their own ways (posenc in float64, rounded once): the angles can differ by a flo
 about ``1.2e-7 * position`` radians, and the tolerances below grow with the largest position
 accordingly.
 
-Bounded and derandomized (``PROPERTY``), as ``tests/test_fuzz.py``: a fixed number of
+Bounded and derandomized (``PROPERTY``), as the fuzz tests (``tests/fuzzing.py``): a fixed number of
 examples per family, the same ones on every run.
 """
 
