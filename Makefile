@@ -42,12 +42,15 @@ TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download
 ELSEWHERE ?= $(or $(TMPDIR),/tmp)/posenc-elsewhere-$(firstword $(shell printf %s '$(CURDIR)' | cksum))
 # Two workers take whole notebooks in the order given (--no-loadscope-reorder), the slowest
 # first (the longest-processing-time rule), so that neither waits long on the other's last one.
-NBVAL := -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --nbval --nbval-sanitize-with
+# -p nbval_kernels (tests/plugins/, on PYTHONPATH): a kernel that dies before it answers, two
+# workers having started theirs in the same instant, is started again.
+NBVAL := -m pytest -q -p nbval_kernels -n 2 --dist loadfile --no-loadscope-reorder --nbval --nbval-sanitize-with
 SLOW_FIRST := 10_pytorch 12_gpu_timing 11_experiments 05_relative 04_learned 09_models
 slow_first = $(foreach s,$(SLOW_FIRST),$(filter %$(s).ipynb,$(1))) $(filter-out $(foreach s,$(SLOW_FIRST),%$(s).ipynb),$(1))
-NBVAL_LAX := -m pytest -q --nbval-lax -p no:cacheprovider --rootdir .
+NBVAL_LAX := -m pytest -q -p nbval_kernels --nbval-lax -p no:cacheprovider --rootdir .
 # The order in which `make test` runs the chapters under the three kernel sets.
 NBVAL_RUNS := nbval nbval-cpus nbval-elsewhere
+PLUGINS := $(abspath tests/plugins)
 # The chapter that runs once more with Triton hidden.
 NO_TRITON_CHAPTER ?= 12_gpu_timing.ipynb
 # Compiled-artefact caches. TorchInductor's FX-graph cache is keyed without the CPU's vector
@@ -138,26 +141,26 @@ unit: $(VENV)/.test
 	$(call own_caches,$(CACHES)/unit) $(PY) -m pytest -q -n 2 tests --ignore=tests/site
 
 nbval: $(VENV)/.test
-	$(call junit,nbval) $(call own_caches,$(CACHES)/nbval) $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(CHAPTERS)) $(call record,nbval,en)
+	$(call junit,nbval) $(call own_caches,$(CACHES)/nbval) export PYTHONPATH=$(PLUGINS) && $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(CHAPTERS)) $(call record,nbval,en)
 
 # The same comparison with the kernels ATen picks on an AVX2 machine.
 nbval-cpus: $(VENV)/.test
-	$(call junit,nbval-cpus) $(call own_caches,$(CACHES)/nbval-cpus) export ATEN_CPU_CAPABILITY=avx2 && $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(HANT)) $(call record,nbval-cpus,zh-hant)
+	$(call junit,nbval-cpus) $(call own_caches,$(CACHES)/nbval-cpus) export ATEN_CPU_CAPABILITY=avx2 PYTHONPATH=$(PLUGINS) && $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(HANT)) $(call record,nbval-cpus,zh-hant)
 
 # Every chapter (Simplified edition) copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
 # then chapter 12 once more with Triton hidden, as on a machine without it.
 nbval-elsewhere: $(VENV)/.test
-	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton $(ELSEWHERE)/zh-hans
+	rm -rf $(ELSEWHERE) && mkdir -p $(ELSEWHERE)/site $(ELSEWHERE)/no-triton/triton $(ELSEWHERE)/zh-hans $(ELSEWHERE)/plugins
 	$(PIP) wheel --quiet --no-deps --no-build-isolation -w $(ELSEWHERE) . && rm -rf build
 	$(INSTALL) --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
-	cp $(HANS) tests/nbval_sanitize.cfg $(ELSEWHERE)/zh-hans/
+	cp $(HANS) tests/nbval_sanitize.cfg $(ELSEWHERE)/zh-hans/ && cp tests/plugins/nbval_kernels.py $(ELSEWHERE)/plugins/
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
-	$(call junit,nbval-elsewhere) $(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site ATEN_CPU_CAPABILITY=default && \
+	$(call junit,nbval-elsewhere) $(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site:$(ELSEWHERE)/plugins ATEN_CPU_CAPABILITY=default && \
 	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
 	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(call slow_first,$(notdir $(HANS))) \
 	  $(call record,nbval-elsewhere,zh-hans)
-	$(call junit,no-triton) $(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site && \
+	$(call junit,no-triton) $(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site:$(ELSEWHERE)/plugins && \
 	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
 	  $(abspath $(PY)) $(NBVAL_LAX) zh-hans/$(NO_TRITON_CHAPTER) $(call record,no-triton,zh-hans,--kind check)
 

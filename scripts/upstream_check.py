@@ -124,7 +124,10 @@ def run(out: Path, python: str = sys.executable) -> None:
     chapters = [str(p.relative_to(ROOT)) for p in manifest.chapters()]
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--rootdir", str(ROOT)]
     nbval = ["--dist", "loadfile", "--nbval", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
-    subprocess.run([*pytest, *nbval, f"--junitxml={out / 'chapters.xml'}", *chapters], cwd=ROOT, check=False)
+    # the kernel-start retry of make's chapter runs (tests/plugins/nbval_kernels.py)
+    plugins = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "plugins")}
+    chapter_run = [*pytest, "-p", "nbval_kernels", *nbval, f"--junitxml={out / 'chapters.xml'}", *chapters]
+    subprocess.run(chapter_run, cwd=ROOT, check=False, env=plugins)
     tests = [str(p.relative_to(ROOT)) for p in transformers_tests()]
     subprocess.run([*pytest, f"--junitxml={out / 'transformers.xml'}", *tests], cwd=ROOT, check=False)
     site = ROOT / "_build" / "html"

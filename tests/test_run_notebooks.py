@@ -89,3 +89,35 @@ def test_every_committed_chapter_is_in_sync_with_its_twin(script):
     for ipynb in script.all_chapters():
         nb, md = jupytext.read(ipynb), jupytext.read(script.twin_of(ipynb))
         assert script.fingerprint(nb) == script.fingerprint(md), ipynb.name
+
+
+def test_the_chapter_runs_start_a_kernel_again_when_it_dies_before_answering(monkeypatch):
+    """tests/plugins/nbval_kernels.py (make's chapter runs load it): a kernel that died before
+    replying is started again, at most three times; any other failure is not retried."""
+    spec = importlib.util.spec_from_file_location("nbval_kernels", ROOT / "tests" / "plugins" / "nbval_kernels.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    calls = []
+
+    def dies(times, message="Kernel died before replying to kernel_info"):
+        def start(*args, **kwargs):
+            calls.append(kwargs)
+            if len(calls) <= times:
+                raise RuntimeError(message)
+            return "km", "kc"
+
+        return start
+
+    monkeypatch.setattr(plugin, "_START", dies(2))
+    assert plugin.start_new_kernel(kernel_name="python3") == ("km", "kc") and len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(plugin, "_START", dies(3))
+    with pytest.raises(RuntimeError, match="died before replying"):
+        plugin.start_new_kernel()
+    calls.clear()
+    monkeypatch.setattr(plugin, "_START", dies(1, "Kernel info reqest timed out"))
+    with pytest.raises(RuntimeError, match="timed out"):
+        plugin.start_new_kernel()
+    assert len(calls) == 1
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "-p nbval_kernels" in makefile.split("\nNBVAL := ", 1)[1].split("\n", 1)[0]
