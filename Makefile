@@ -35,7 +35,7 @@ PORT   ?= 8000
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 # Committed outputs must not depend on how a CPU rounds: nbval runs natively, with ATen's
 # AVX2 kernels (nbval-cpus) and with its generic kernels (nbval-elsewhere). The three
-# editions share their code and outputs (tests/test_editions.py), so the English chapters
+# editions share their code and outputs (tests/tooling/test_editions.py), so the English chapters
 # run natively, the Traditional ones with AVX2 and the Simplified ones elsewhere: every
 # chapter of every edition runs once, each cell under all three.
 # (one folder per clone, so that two clones can run their tests side by side)
@@ -54,7 +54,7 @@ PLUGINS := $(abspath tests/plugins)
 # The chapter that runs once more with Triton hidden.
 NO_TRITON_CHAPTER ?= 12_gpu_timing.ipynb
 # Compiled-artefact caches. TorchInductor's FX-graph cache is keyed without the CPU's vector
-# instruction set (chapter 10; tests/test_compile_caches.py): a kernel generated under one
+# instruction set (chapter 10; tests/project/test_compile_caches.py): a kernel generated under one
 # ATEN_CPU_CAPABILITY and served to a run under another gives wrong numbers or does not
 # compile. So every run that executes code starts with empty caches of its own (TorchInductor's
 # and Triton's), in the folder given, removed and made anew: $(call own_caches,FOLDER) cmd ...

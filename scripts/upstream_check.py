@@ -69,7 +69,7 @@ def versions() -> dict[str, dict[str, str | None]]:
 
 def transformers_tests(folder: Path = ROOT / "tests") -> list[Path]:
     """The test files that compare with transformers: those that import it."""
-    return sorted(p for p in folder.glob("test_*.py") if IMPORTS_TRANSFORMERS.search(p.read_text(encoding="utf-8")))
+    return sorted(p for p in folder.rglob("test_*.py") if IMPORTS_TRANSFORMERS.search(p.read_text(encoding="utf-8")))
 
 
 class Links(html.parser.HTMLParser):

@@ -1,10 +1,17 @@
-"""Shared test configuration: Triton's interpreter without a GPU; hypothesis derandomized so CI is reproducible."""
+"""Shared test configuration: Triton's interpreter without a GPU; hypothesis derandomized so CI is reproducible.
+
+The tests mirror what they test (tests/project/test_layering.py holds the rule): ``library/``
+the ``posenc`` package, module by module; ``book_helpers/`` the ``posenc_book`` package;
+``chapters/`` the book's chapters and pages; ``tooling/`` the scripts; ``project/`` the rules of
+the whole tree; ``site/`` the built site. What they share is here and in ``repo.py`` (the
+repository: its root, scripts, extensions and pages), ``helpers.py`` (seeded tensors) and
+``fuzzing.py`` (the fuzzers' strategies).
+"""
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
+import repo  # noqa: F401  (first: puts scripts/ on sys.path for every test module)
 import torch
 from hypothesis import HealthCheck, settings
 
@@ -41,12 +48,8 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workerinput") or not _CLAIM_OUTCOMES:
         return  # an xdist worker, or a run without the ledger's tests
-    scripts = str(Path(__file__).resolve().parents[1] / "scripts")
-    sys.path.insert(0, scripts)
-    try:
-        import claim_tests
-    finally:
-        sys.path.remove(scripts)
+    import claim_tests
+
     problems = claim_tests.outcome_problems(_CLAIM_OUTCOMES, claim_tests.marked_tests())
     if problems:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -3,7 +3,7 @@ strategies, and the check that tells posenc's own errors from raw ones.
 
 Every expected value is computed here, in float64, from the defining formula (Vaswani et al.
 2017; Su et al. 2021 and the ``transformers`` scalings; Press et al. 2022; Raffel et al. 2020;
-Shaw et al. 2018), never by calling posenc. The tests are ``tests/test_fuzz_*.py``, one module
+Shaw et al. 2018), never by calling posenc. The tests are ``tests/library/test_fuzz_*.py``, one module
 per family of the library, its wrong inputs, and the defects the fuzzing found. Two failure
 classes are looked for:
 

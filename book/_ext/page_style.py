@@ -10,7 +10,7 @@ passes axe-core's checks (tests/site/test_browser.py):
   ``complementary`` landmark named "Book contents".
 
 One addition, for phones: every figure a cell draws (a PNG) gets the width at which its
-smallest text, 8 points by the book's rule (tests/test_notebooks.py), is 9 CSS pixels:
+smallest text, 8 points by the book's rule (tests/chapters/test_notebooks.py), is 9 CSS pixels:
 ``--phone-width``, from the image's size and resolution. Where the column is narrower,
 the figure keeps that width and scrolls sideways inside its own box (static/posenc.css),
 so that a phone shows its text at a readable size instead of shrinking it to 4 pixels.

@@ -43,7 +43,7 @@ from .model import TinyTransformer
 from .results import SCHEMA, environment
 from .runner import progress_bar, run_jobs
 from .tasks import Task
-from .train import tiny_accuracy, train_with_checkpoints
+from .train import tiny_accuracy, train_with_checkpoints, training_options
 
 __all__ = ["ALL_SCHEMES", "DEFAULT_OUT", "ExperimentConfig", "build_task", "run_experiments", "train_and_evaluate"]
 
@@ -119,13 +119,7 @@ def _train(config: ExperimentConfig, model: TinyTransformer, task: Task, seed: i
         evaluate=lambda: _evaluate(config, model, task),
         checkpoints=config.evaluation_steps,
         converged_loss=config.converged_loss,
-        steps=config.steps,
-        length=config.train_length,
-        batch_size=config.batch_size,
-        lr=config.lr,
-        warmup=config.warmup,
-        seed=seed,
-        schedule=config.schedule,
+        **training_options(config, seed),
     )
 
 

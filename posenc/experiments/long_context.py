@@ -36,7 +36,7 @@ from .model import TinyTransformer
 from .results import environment, read_document
 from .runner import progress_bar, run_jobs
 from .text import TextConfig, evaluate_text
-from .train import train_tiny, train_with_checkpoints
+from .train import train_tiny, train_with_checkpoints, training_options
 
 __all__ = [
     "SCALING_METHODS",
@@ -200,13 +200,7 @@ def _scaling_job(config: ScalingConfig, seed: int) -> dict:
             TextTask(corpus.train),
             evaluate=lambda: _zero_shot(config, model, seed, corpus.validation),
             checkpoints=(*text.checkpoints, text.steps),
-            steps=text.steps,
-            length=text.train_length,
-            batch_size=text.batch_size,
-            lr=text.lr,
-            warmup=text.warmup,
-            seed=seed,
-            schedule=text.schedule,
+            **training_options(text, seed),
         )
         finetuned = []
         fm = config.finetune_multiplier

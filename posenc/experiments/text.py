@@ -34,7 +34,7 @@ from .model import TinyConfig, TinyTransformer
 from .registry import make_position_scheme, position_schemes
 from .results import environment, read_document
 from .runner import progress_bar, run_jobs
-from .train import SCHEDULES, deterministic, train_with_checkpoints
+from .train import SCHEDULES, deterministic, train_with_checkpoints, training_options
 
 __all__ = ["TEXT_SCHEMA", "TextConfig", "evaluate_text", "load_text_results", "run_text_experiment", "text_summary"]
 
@@ -231,13 +231,7 @@ def _text_job(config: TextConfig, scheme: str, seed: int) -> list[dict]:
             TextTask(corpus.train),
             evaluate=evaluate,
             checkpoints=(*config.checkpoints, config.steps),
-            steps=config.steps,
-            length=config.train_length,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            warmup=config.warmup,
-            seed=seed,
-            schedule=config.schedule,
+            **training_options(config, seed),
         )
         seconds = round(time.perf_counter() - start, 3)
     except BaseException as err:

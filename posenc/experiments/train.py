@@ -28,6 +28,7 @@ __all__ = [
     "tiny_accuracy_by_position",
     "train_tiny",
     "train_with_checkpoints",
+    "training_options",
 ]
 
 
@@ -166,6 +167,23 @@ def train_tiny(
 
 #: Training steps over which a checkpoint's loss is averaged.
 LOSS_WINDOW = 50
+
+
+def training_options(config, seed: int) -> dict:
+    """:func:`train_tiny`'s keywords taken from an experiment's config and a seed.
+
+    ``config`` is any of the experiments' configs: it has ``steps``,
+    ``train_length``, ``batch_size``, ``lr``, ``warmup`` and ``schedule``.
+    """
+    return {
+        "steps": config.steps,
+        "length": config.train_length,
+        "batch_size": config.batch_size,
+        "lr": config.lr,
+        "warmup": config.warmup,
+        "seed": seed,
+        "schedule": config.schedule,
+    }
 
 
 def train_with_checkpoints(

@@ -50,7 +50,7 @@ class DynamicRopeState:
     frequencies of the stateless rule, while a 4,096- or 8,192-token prompt keeps the frequencies
     of 16,384 (the NTK factor ``2 * 16384 / 4096 - 1 = 7``, where the stateless rule uses 1
     and 3): their cos tables differ from the stateless ones by up to 1.99996 and 1.999998,
-    angles half a turn apart (float64, positions ``0 .. L - 1``; ``tests/test_rope_state.py``
+    angles half a turn apart (float64, positions ``0 .. L - 1``; ``tests/library/rope/test_state.py``
     checks these numbers)::
 
         state = DynamicRopeState(4096)

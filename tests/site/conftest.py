@@ -1,7 +1,4 @@
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 HTML = Path(__file__).resolve().parents[2] / "_build" / "html"
 

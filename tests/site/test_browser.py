@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 
 import axe_playwright_python
 import pytest
-from chapters import ROOT, toc_files
 from playwright.sync_api import sync_playwright
+from repo import ROOT, toc_files
 
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
@@ -94,7 +94,7 @@ OVERFLOW_JS = """(phone) => {
 
 
 # Figures at 390 px: each drawn figure (a PNG output) is at least its --phone-width wide, the
-# width at which its smallest text, 8 points by tests/test_notebooks.py, is 9 CSS pixels
+# width at which its smallest text, 8 points by tests/chapters/test_notebooks.py, is 9 CSS pixels
 # (book/_ext/page_style.py). Figures in closed toggles are not displayed and are skipped.
 SMALL_FIGURES_JS = """() => {
   const out = [];

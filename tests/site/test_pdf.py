@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pypdfium2
 import pytest
-from chapters import ROOT, toc_files
+from repo import ROOT, toc_files
 
 HTML = ROOT / "_build" / "html"
 PDF = HTML / "posenc-book.pdf"

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-from chapters import ROOT, toc_files
+from repo import ROOT, extension, toc_files
 
 HTML = ROOT / "_build" / "html"
 EDITIONS = ("", "zh-hans", "zh-hant")  # English at the root, the Chinese editions in folders
@@ -337,11 +337,8 @@ def test_chinese_sections_keep_the_english_ids(name):
 
 
 def _checked_module():
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("checked", ROOT / "book" / "_ext" / "checked.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = extension("checked")
     return module
 
 

@@ -4,14 +4,11 @@ that names the version (run after `make book`)."""
 import html
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from chapters import ROOT, chapter_notebooks
-
-sys.path.insert(0, str(ROOT / "scripts"))
+from repo import ROOT, chapter_notebooks, extension
 from run_status import load_records  # noqa: E402
 
 HTML = ROOT / "_build" / "html"
@@ -84,9 +81,9 @@ def test_the_intro_links_to_both_pages(edition):
 def test_no_link_to_the_repository_unless_the_publishing_workflow_built_the_site():
     """The repository and the site named in _config.yml exist once the book is published there:
     any other build links to neither (book/_ext/publication.py)."""
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    from publication import published
     from sync_repo_url import repository, site_url
+
+    published = extension("publication").published
 
     url = repository()[0]
     if published(url):

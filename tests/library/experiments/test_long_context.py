@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from chapters import ROOT
+from repo import ROOT
 
 from posenc import apply_rope, ntk_scaled_base, rope_cos_sin
 from posenc.experiments import (

@@ -1,10 +1,5 @@
 """The public-index check: a file of pins counts as resolvable only if its pins are closed."""
 
-import sys
-
-from chapters import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
 import check_index  # noqa: E402
 
 

@@ -8,12 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from chapters import ROOT
+import run_status
+from repo import ROOT, extension
 
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import execution_status  # noqa: E402
-import run_status  # noqa: E402
+execution_status = extension("execution_status")
 
 # what pytest --junitxml writes for an nbval run (colour escapes as XML keeps them)
 REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest"

@@ -23,9 +23,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from chapters import ROOT
+from repo import FIXTURES, ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures"
 LEFTOVERS = FIXTURES / "cache_leftovers.ipynb"
 RUN_CELLS = FIXTURES / "run_cells.py"  # nbval's comparison in this process: a kernel and pytest cost 15 s a run
 

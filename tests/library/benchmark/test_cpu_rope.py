@@ -110,7 +110,7 @@ def test_the_summary_line_shows_threads_and_the_ratio(tiny_result):
 
 def test_the_recorded_cpu_run_covers_every_case():
     """What the chapter reads: a run of ``python -m posenc.benchmark --device cpu`` in posenc_book/data."""
-    from chapters import ROOT
+    from repo import ROOT
 
     recorded = cpu_rope.load_cpu_results(ROOT / "posenc_book" / "data")
     assert recorded, "no recorded CPU run with rope_cpu records in posenc_book/data"

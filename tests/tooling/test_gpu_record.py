@@ -1,16 +1,12 @@
 """scripts/gpu_record.py, the one command that records chapter 12's GPU timings: its kernel check
 runs here in Triton's interpreter (tests/conftest.py sets it), and fails when the kernel is wrong."""
 
-import sys
-
 import pytest
 import torch
-from chapters import ROOT
 
 import posenc.triton_rope as triton_rope
 
 pytest.importorskip("triton")
-sys.path.insert(0, str(ROOT / "scripts"))
 import gpu_record  # noqa: E402
 
 # The GPU's cases are slow in the interpreter: smaller ones, the same kinds.

@@ -20,6 +20,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from repo import FIXTURES  # noqa: E402
 
 import posenc  # noqa: E402
 from posenc import (  # noqa: E402
@@ -34,7 +35,6 @@ from posenc.benchmark import __main__ as cli  # noqa: E402
 from posenc.benchmark import count_traffic, load_results, rope_bytes, rope_reference, run_benchmark  # noqa: E402
 from posenc_book.benchmark_plots import plot_results  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures"
 BF16 = torch.bfloat16
 TINY = [bench.RopeShape(1, 5, 4, 2, 16), bench.RopeShape(2, 1, 4, 2, 16, offset=300)]
 FAST = {"run_s": 0.002, "copy_bytes": 2**20}

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from repo import ROOT
+from repo import plugin as repo_plugin
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("run_notebooks", ROOT / "scripts" / "run_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    import run_notebooks
+
+    return run_notebooks
 
 
 def _chapter(tmp_path: Path, script, source: str = "x = 1") -> Path:
@@ -94,9 +92,7 @@ def test_every_committed_chapter_is_in_sync_with_its_twin(script):
 def test_the_chapter_runs_start_a_kernel_again_when_it_dies_before_answering(monkeypatch):
     """tests/plugins/nbval_kernels.py (make's chapter runs load it): a kernel that died before
     replying is started again, at most three times; any other failure is not retried."""
-    spec = importlib.util.spec_from_file_location("nbval_kernels", ROOT / "tests" / "plugins" / "nbval_kernels.py")
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
+    plugin = repo_plugin("nbval_kernels")
     calls = []
 
     def dies(times, message="Kernel died before replying to kernel_info"):

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from chapters import ROOT
+from repo import ROOT
 
 PACKAGES = ("posenc", "posenc_book")
 APPARATUS = ("posenc.benchmark", "posenc.experiments", "posenc.triton_rope")
@@ -238,3 +238,104 @@ def test_functions_stay_short(module):
             body = node.body[1:] if ast.get_docstring(node) and len(node.body) > 1 else node.body
             lines = node.end_lineno - body[0].lineno + 1
             assert lines <= 60, f"{module}.{node.name} has a {lines}-line body"
+
+
+# ---------------------------------------------------------------------------
+# The tests mirror what they test
+# ---------------------------------------------------------------------------
+
+#: Each folder of tests/ and what it mirrors: a package (a test module per module), the chapters
+#: and pages of the book, the scripts, or nothing (rules of the whole tree; the built site).
+TEST_AREAS = {
+    "library": ROOT / "posenc",
+    "book_helpers": ROOT / "posenc_book",
+    "tooling": ROOT / "scripts",
+    "chapters": None,  # the book's chapters and pages, by their names in the manifest
+    "project": None,  # rules of the whole tree: packaging, layering, caches
+    "site": None,  # the built site and PDF (make book first)
+}
+
+#: Test modules of the library that cross every module on purpose: the fuzzers call every
+#: public function, and the module-cache tests move every nn.Module.
+ACROSS_MODULES = ("fuzz_", "module_caches")
+
+#: Test modules of the book as a whole, beside the one-per-chapter ones.
+WHOLE_BOOK = ("exercises_", "notebooks")
+
+#: What tests/ holds besides the areas: the shared code every area imports.
+SHARED = {"conftest.py", "repo.py", "helpers.py", "fuzzing.py", "reading_time.py"}
+
+
+def _test_modules() -> list[Path]:
+    return sorted((ROOT / "tests").rglob("test_*.py"))
+
+
+def _mirrored_names(folder: Path) -> set[str]:
+    """The names a test module in a mirror of ``folder`` may start with: its modules and sub-packages."""
+    names = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")}
+    names |= {"main"} if (folder / "__main__.py").exists() else set()  # the command line
+    return names | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+
+
+def _names_what_it_tests(path: Path) -> bool:
+    area, *inner = path.relative_to(ROOT / "tests").parent.parts
+    stem = path.stem.removeprefix("test_")
+    if area == "chapters":
+        import manifest
+
+        stems = [p.stem.split("_", 1)[1] for p in manifest.chapters()] + [Path(p).name for p in manifest.toc_files()]
+        return not inner and stem.startswith(tuple(stems) + WHOLE_BOOK)
+    if TEST_AREAS[area] is None:
+        return True
+    folder = TEST_AREAS[area].joinpath(*inner)
+    if not folder.is_dir():
+        return False
+    if inner and stem.startswith(inner[-1] + "_"):
+        stem = stem.removeprefix(inner[-1] + "_")  # test_benchmark_main.py: the benchmark's __main__.py
+    names = _mirrored_names(folder) | ({inner[-1]} if inner else set())
+    across = area == "library" and not inner and stem.startswith(ACROSS_MODULES)
+    return across or any(stem == n or stem.startswith(n + "_") for n in names)
+
+
+def test_every_test_module_sits_in_an_area_and_names_what_it_tests():
+    """tests/library/rope/test_scaling.py tests posenc/rope/scaling.py; tests/chapters/test_models.py
+    the chapter models; tests/tooling/test_manifest.py scripts/manifest.py. A test module that
+    names no module or chapter tells nobody where its subject lives."""
+    wrong = [
+        str(p.relative_to(ROOT))
+        for p in _test_modules()
+        if p.parent == ROOT / "tests"
+        or p.relative_to(ROOT / "tests").parts[0] not in TEST_AREAS
+        or not _names_what_it_tests(p)
+    ]
+    assert wrong == []
+    assert {p.name for p in (ROOT / "tests").glob("*.py")} == SHARED
+
+
+def test_test_module_names_are_unique():
+    """pytest imports test modules by their file name (no __init__.py in tests/): two of one name
+    in different folders would collide."""
+    names = [p.name for p in _test_modules()]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+def test_tests_reach_scripts_and_extensions_one_way():
+    """scripts/ is on sys.path through tests/repo.py, extensions load through repo.extension():
+    no test module edits sys.path or loads a file by path itself."""
+    found = []
+    for path in _test_modules() + [ROOT / "tests" / "site" / "conftest.py"]:
+        if path == Path(__file__).resolve():
+            continue  # this rule names the words
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.relative_to(ROOT)}: {w}" for w in ("sys.path.insert", "spec_from_file_location") if w in text]
+    assert found == []
+
+
+def test_shared_fixtures_live_in_conftest():
+    """A fixture that two test modules define alike belongs in tests/conftest.py."""
+    seen: dict[str, list[str]] = {}
+    for path in _test_modules():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list):
+                seen.setdefault(ast.unparse(node), []).append(str(path.relative_to(ROOT)))
+    assert [places for places in seen.values() if len(places) > 1] == []

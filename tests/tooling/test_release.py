@@ -3,13 +3,10 @@ errata per release, metadata for a DOI."""
 
 import json
 import shutil
-import sys
 
-import yaml
-from chapters import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
 import release  # noqa: E402
+import yaml
+from repo import ROOT
 
 FILES = (
     "posenc/_version.py",

@@ -14,11 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
-from chapters import ROOT, chapter_notebooks
-
-sys.path.insert(0, str(ROOT / "scripts"))
 import sync_repo_url  # noqa: E402
+import yaml
+from repo import ROOT, chapter_notebooks
 
 try:
     import tomllib
@@ -167,7 +165,7 @@ def test_repository_url_is_set_once_and_everything_else_derives_from_it():
     # nothing outside the derived files spells the repository out
     derived = {p.relative_to(ROOT).as_posix() for p in sync_repo_url.expected_files()}
     derived |= {p.relative_to(ROOT).as_posix() for p in chapter_notebooks()}
-    # the Chinese editions are generated from these (tests/test_editions.py)
+    # the Chinese editions are generated from these (tests/tooling/test_editions.py)
     for edition in ("zh-hans", "zh-hant"):
         derived |= {f"{edition}/_config.yml"} | {f"{edition}/book/{p.name}" for p in chapter_notebooks()}
     # build/ and dist/ are setuptools' scratch folders: `make index` resolves the project

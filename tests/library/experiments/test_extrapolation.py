@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from chapters import ROOT
+from repo import ROOT
 
 from posenc.experiments import (
     ALL_SCHEMES,

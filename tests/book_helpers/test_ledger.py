@@ -6,14 +6,13 @@ from __future__ import annotations
 import ast
 import os
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
-from chapters import ROOT, toc_files
 from docutils.nodes import make_id
+from repo import ROOT, toc_files
 
 from posenc_book.ledger import SOURCES
 
@@ -24,7 +23,7 @@ SEEDS = ("000", "001", "002", "003", "004")
 VERDICTS = ("correct", "wrong", "imprecise", "untestable")
 REQUIRED = {"id", "seed", "location", "quote", "translation", "claim", "verdict", "reason", "chapter", "test"}
 OPTIONAL = {"source", "pending"}
-NODE_ID = re.compile(r"^(tests/test_\w+\.py)::(test_\w+)$")
+NODE_ID = re.compile(r"^(tests/(?:\w+/)+test_\w+\.py)::(test_\w+)$")
 CHAPTER = re.compile(r"^(\d\d_[a-z0-9_]+)(?:#([a-z0-9-]+))?$")
 LOCATION = re.compile(r"^(?P<where>\S.*), lines? (?P<first>\d+)(?:-(?P<last>\d+))?$")
 BIB_KEYS = set(re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "book" / "references.bib").read_text(encoding="utf-8"), re.M))
@@ -148,7 +147,7 @@ def test_verdicts_name_what_decides_them(claim):
     if claim["test"] is None:
         return
     match = NODE_ID.match(claim["test"])
-    assert match, f"{claim['id']}: test must be a node id tests/test_x.py::test_name, got {claim['test']!r}"
+    assert match, f"{claim['id']}: test must be a node id tests/<folder>/test_x.py::test_name, got {claim['test']!r}"
     path = ROOT / match.group(1)
     assert path.exists(), f"{claim['id']}: no file {match.group(1)}"
     assert path.name != Path(__file__).name, "the ledger cannot be decided by its own checks"
@@ -165,11 +164,8 @@ def test_some_verdicts_rest_on_the_literature_alone():
 
 def test_the_test_fields_are_the_markers_of_the_tests():
     """Each claim's test is declared by @pytest.mark.claim on the test; claims.yaml's field follows it."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import claim_tests
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    import claim_tests
+
     text = (ROOT / "posenc_book" / "data" / "claims.yaml").read_text(encoding="utf-8")
     marked = claim_tests.marked_tests()
     assert claim_tests.problems(text, marked) == []
@@ -188,11 +184,8 @@ def test_the_test_fields_are_the_markers_of_the_tests():
 def test_a_claim_test_that_fails_or_skips_fails_the_whole_run():
     """tests/conftest.py records how each claim test ended in the run and fails the run if one did
     not pass; a run that left some out (a file, a -k) is not judged."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import claim_tests
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    import claim_tests
+
     marked = {"000-01": ["tests/test_a.py::test_x"], "000-02": ["tests/test_b.py::test_y"]}
     passed = {"tests/test_a.py::test_x": {"passed"}, "tests/test_b.py::test_y": {"passed"}}
     assert claim_tests.outcome_problems(passed, marked) == []

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from repo import FIXTURES
 
 from posenc import benchmark as bench
 from posenc.benchmark import __main__ as cli
 from posenc.benchmark import load_results, run_benchmark
 
-FIXTURES = Path(__file__).parent / "fixtures"
 SHAPE = bench.RopeShape(1, 5, 4, 2, 16)
 
 

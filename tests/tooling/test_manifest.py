@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from chapters import ROOT, manifest
+from repo import ROOT, manifest
 
 from posenc_book import i18n
 
@@ -81,11 +81,9 @@ def test_no_tool_finds_the_chapters_by_their_numbered_names(folder):
 
 
 def _generate():
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("generate", ROOT / "scripts" / "generate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    import generate as module
+
     return module
 
 

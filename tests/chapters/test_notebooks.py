@@ -1,13 +1,12 @@
 """Each chapter is committed as one clean top-to-bottom run, in sync with its MyST twin."""
 
-import importlib.util
 import re
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
-from chapters import ROOT, chapter_notebooks, toc_files
+from repo import ROOT, chapter_notebooks, toc_files
 
 NOTEBOOKS = chapter_notebooks()
 IDS = [p.stem for p in NOTEBOOKS]
@@ -59,9 +58,8 @@ def test_intro_chapter_map_lists_every_chapter():
 
 
 def _fold_checks():
-    spec = importlib.util.spec_from_file_location("fold_checks", ROOT / "scripts" / "fold_checks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    import fold_checks as module
+
     return module
 
 

@@ -22,7 +22,7 @@ The reference is transformers' own code, run on the drawn configuration:
   eager attention probabilities). Reference logits ``q_rot @ repeat_kv(k_rot)^T * scaling``.
 * GPT-J: the attention module's forward, its ``_attn`` recording the rotated states.
 * Llama 4 and DeepSeek-V2/V3: the attention module's forward with the recorder, as
-  ``tests/test_hf_families.py`` does for fixed configurations.
+  ``tests/library/hf/test_families.py`` does for fixed configurations.
 * BLOOM, MPT, Falcon with ALiBi: ``build_alibi_tensor`` / ``build_mpt_alibi_tensor`` and the
   attention module's scale; T5: ``T5Attention.compute_bias`` of a decoder block.
 

@@ -257,7 +257,7 @@ def test_ch13_ex1_seed_003_has_the_largest_share_of_wrong_claims():
 
 def test_ch13_ex2_claims_decided_by_the_experiment_findings_and_the_busiest_test():
     claims = _claims()
-    findings = {c["id"]: c["verdict"] for c in claims if "test_experiment_findings.py::" in (c["test"] or "")}
+    findings = {c["id"]: c["verdict"] for c in claims if "test_experiments_findings.py::" in (c["test"] or "")}
     assert findings == {
         "002-25": "imprecise",
         "002-29": "correct",
@@ -268,7 +268,7 @@ def test_ch13_ex2_claims_decided_by_the_experiment_findings_and_the_busiest_test
     }
     per_test = Counter(c["test"] for c in claims if c["test"])
     ranked = per_test.most_common()
-    assert ranked[0] == ("tests/test_ledger_claims.py::test_distinct_positions_get_distinct_vectors", 6)
+    assert ranked[0] == ("tests/chapters/test_claims_sources.py::test_distinct_positions_get_distinct_vectors", 6)
     assert ranked[1][1] < 6
     busiest = [c for c in claims if c["test"] == ranked[0][0]]
     assert {c["seed"] for c in busiest} == {"000", "001", "002", "003", "004"}

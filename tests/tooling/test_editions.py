@@ -9,15 +9,15 @@ the current English, and the generated files up to date.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections import Counter
 
+import editions  # scripts/editions.py
 import nbformat
 import pytest
 import yaml
-from chapters import ROOT, chapter_notebooks, toc_files
+from repo import ROOT, chapter_notebooks, extension, toc_files
 
 from posenc_book import i18n
 from posenc_book.ledger import chapter_sections, ledger_html
@@ -25,10 +25,6 @@ from posenc_book.ledger import chapter_sections, ledger_html
 EDITIONS = ("zh-hans", "zh-hant")
 CHAPTERS = [p.name for p in chapter_notebooks()]
 HAN = re.compile(r"[\u4e00-\u9fff]")
-
-_spec = importlib.util.spec_from_file_location("editions", ROOT / "scripts" / "editions.py")
-editions = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(editions)
 
 
 def read(path):
@@ -183,9 +179,7 @@ def test_the_ledger_speaks_the_edition(monkeypatch, lang):
 
 
 def test_chinese_search_indexes_the_glossary_terms():
-    spec = importlib.util.spec_from_file_location("book_editions", ROOT / "book" / "_ext" / "editions.py")
-    ext = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ext)
+    ext = extension("editions")
     terms = ext.glossary_terms(ROOT / "zh-hans" / "book" / "glossary.md")
     assert {"旋转位置编码", "位置编码", "相对位置编码"} <= set(terms)
     ext._TERMS[:] = terms

@@ -18,9 +18,9 @@ import sys
 
 import pytest
 import torch
-from chapters import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repo import ROOT
 
 from posenc.hf.fields import DEFAULTS
 from posenc.hf.reader import config_dict, describe, format_description, from_hf_config

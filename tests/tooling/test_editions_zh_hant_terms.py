@@ -12,17 +12,13 @@ column must be one the list decides, so that it becomes 欄.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from functools import cache
 
+import editions  # scripts/editions.py
 import nbformat
 import pytest
-from chapters import ROOT
-
-_spec = importlib.util.spec_from_file_location("editions", ROOT / "scripts" / "editions.py")
-editions = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(editions)
+from repo import ROOT
 
 #: 行 as a line of text or code in the Traditional edition: the only 行 a row may not be.
 LINES = re.compile(

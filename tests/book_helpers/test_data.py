@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from chapters import ROOT, chapter_notebooks
+from repo import ROOT, chapter_notebooks
 
 from posenc.benchmark import TOLERANCE
 from posenc_book import data_path, recorded

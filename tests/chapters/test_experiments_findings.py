@@ -10,7 +10,7 @@ The chapter defines the same two and asserts the same statements.
 
 import pytest
 import torch
-from chapters import ROOT
+from repo import ROOT
 
 from posenc.experiments import ExperimentConfig, load_experiments
 

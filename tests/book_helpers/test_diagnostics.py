@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from repo import extension
 
 from posenc_book.diagnostics import cosine_similarity_matrix, diagonal_spread, escape
 
@@ -80,17 +81,13 @@ def test_tables_are_markdown_with_escaped_cells_and_aligned_numbers():
 def test_a_figure_on_a_phone_keeps_8_points_at_9_pixels(tmp_path):
     """book/_ext/page_style.py: the width at which 8 points of a PNG are 9 CSS pixels, from the
     resolution matplotlib records; and each output figure of a page is wrapped once."""
-    import importlib.util
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from chapters import ROOT
 
-    spec = importlib.util.spec_from_file_location("page_style", ROOT / "book" / "_ext" / "page_style.py")
-    style = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(style)
+    style = extension("page_style")
     images = tmp_path / "_images"
     images.mkdir()
     fig = plt.figure(figsize=(7.0, 3.4))

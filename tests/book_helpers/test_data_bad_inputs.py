@@ -7,7 +7,7 @@ import re
 
 import pytest
 import yaml
-from chapters import ROOT
+from repo import ROOT, extension
 
 import posenc
 from posenc_book import bad_input_namespace
@@ -79,11 +79,8 @@ def test_the_chapter_renders_this_catalog():
 
 def test_appendix_page_shows_every_entry_once():
     """book/bad_inputs.md renders the catalog by family; no entry is lost or shown twice."""
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bad_input_table", ROOT / "book" / "_ext" / "bad_input_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = extension("bad_input_table")
     families = module.families(CATALOG_PATH.read_text(encoding="utf-8"))
     shown = [entry["call"] for _, entries in families for entry in entries]
     assert shown == [entry["call"] for entry in CATALOG]
