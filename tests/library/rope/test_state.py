@@ -8,7 +8,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from posenc import DynamicRopeState, RotaryEmbedding, apply_rope, rope_cos_sin, rope_inv_freq
-from posenc.hf_layers import RotaryLayer
+from posenc.hf.layers import RotaryLayer
 
 L0, HEAD_DIM, FACTOR = 64, 32, 2.0
 SCALING = {"rope_type": "dynamic", "factor": FACTOR, "original_max_position_embeddings": L0}
