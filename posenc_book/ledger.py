@@ -105,9 +105,9 @@ def first_line(claim: dict) -> int:
 def decided_by(claim: dict, sections: dict[str, dict[str, str]]) -> str:
     """HTML: the chapter section that decides a claim, linked, then its test and its source."""
     stem, _, anchor = claim["chapter"].partition("#")
-    number = int(stem[:2])
     if claim.get("pending"):
-        return word("pending").format(number=number)
+        return word("pending").format(stem=stem)  # not in the table of contents yet: no number
+    number = list(sections).index(stem) + 1  # its place in the book: sections.json is in the manifest's order
     title = _escape(sections[stem].get(anchor, ""))
     # the ledger is a reference page, not a numbered chapter: its own sections are "this page"
     label = word("ledger") if stem == LEDGER else word("chapter").format(number=number)

@@ -82,6 +82,18 @@ def chapter_stems(root: Path = ROOT) -> list[str]:
     return [Path(f).name for f in toc_files(root) if f.startswith("book/") and _is_chapter(root, f)]
 
 
+def chapter_number(stem: str, root: Path = ROOT) -> int:
+    """A chapter's number: its place among the chapters of the table of contents, from 1.
+
+    The number is never read from the file name: a chapter inserted in ``_toc.yml`` renumbers
+    those after it, and their files, links and anchors stay as they are.
+    """
+    stems = chapter_stems(root)
+    if stem not in stems:
+        raise ValueError(f"stem must be a chapter of _toc.yml, got {stem!r}; the chapters are {', '.join(stems)}")
+    return stems.index(stem) + 1
+
+
 def chapters(folder: str = "", root: Path = ROOT) -> list[Path]:
     """The chapter notebooks of the edition in ``folder`` ("" for English), in toc order."""
     book = root / folder / "book" if folder else root / "book"

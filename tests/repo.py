@@ -26,6 +26,8 @@ EXTENSIONS = ROOT / "book" / "_ext"
 
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
+if str(EXTENSIONS) not in sys.path:
+    sys.path.append(str(EXTENSIONS))  # last: the extensions import each other (repository.py); a script wins a name
 import manifest  # noqa: E402  (scripts/manifest.py)
 
 

@@ -17,26 +17,14 @@ words its pages quote the same way.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
+from repository import script
 from sphinx.search.en import SearchEnglish as _SphinxEnglish
 from sphinx.search.zh import SearchChinese as _SphinxChinese
 
-
-def _load_manifest():
-    """scripts/manifest.py (the editions of editions.yaml), loaded by path: scripts/ also has an ``editions``."""
-    path = Path(__file__).resolve().parents[2] / "scripts" / "manifest.py"
-    spec = importlib.util.spec_from_file_location("posenc_book_manifest", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-manifest = _load_manifest()
+manifest = script("manifest")
 
 #: Edition folder, the language tag of its pages, and its name in its own language.
 EDITIONS = tuple((e.folder, e.tag, e.name) for e in manifest.editions())

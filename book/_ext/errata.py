@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 from docutils import nodes
 from docutils.statemachine import StringList
+from repository import script
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
@@ -69,7 +70,8 @@ class Errata(SphinxDirective):
                 continue
             if "|" in said + right:
                 LOGGER.warning("errata: '|' in an entry breaks the table: %r", entry, location=self.get_location())
-            number = page[:2].lstrip("0") if page[:2].isdigit() else ""
+            manifest = script("manifest")
+            number = manifest.chapter_number(page) if page in manifest.chapter_stems() else None
             title = words.get(page) or (words["chapter"].format(n=number) if number else page)
             since = words["unreleased"] if entry["since"] == "unreleased" else entry["since"]
             lines.append(f"| [{title}]({page}) | {one_line(said)} | {one_line(right)} | {since} |")

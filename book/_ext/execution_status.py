@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import datetime
 import os
-import sys
 from pathlib import Path
 
 from docutils import nodes
 from docutils.statemachine import StringList
+from repository import script
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
@@ -53,17 +53,8 @@ WORDS = {
 }
 
 
-def _scripts(name: str):
-    """The module ``name`` of ``scripts/`` (run_status, manifest), imported from there."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-
-
 #: Each edition's name, a column of the chapter table (editions.yaml; a translated page gives its own).
-WORDS.update({e.key: e.english for e in _scripts("manifest").editions()})
+WORDS.update({e.key: e.english for e in script("manifest").editions()})
 
 
 def status_folder() -> Path:
@@ -71,7 +62,7 @@ def status_folder() -> Path:
 
 
 def load_records(folder: Path) -> list[dict]:
-    return _scripts("run_status").load_records(folder)
+    return script("run_status").load_records(folder)
 
 
 def duration(seconds: float) -> str:
@@ -122,7 +113,7 @@ def outcome(entry: dict, words: dict) -> str:
 
 def chapter_table(chapters: list[str], records: list[dict], words: dict) -> list[str]:
     found = latest(records)
-    editions = [e.key for e in _scripts("manifest").editions()]
+    editions = [e.key for e in script("manifest").editions()]
     lines = [
         "| " + " | ".join([words["chapter"], *(words[e] for e in editions)]) + " |",
         "|" + "---|" * (1 + len(editions)),
@@ -132,7 +123,7 @@ def chapter_table(chapters: list[str], records: list[dict], words: dict) -> list
         for edition in editions:
             entry = found.get((edition, stem))
             cells.append(outcome(entry[0], words) + f" ({entry[1]['run']})" if entry else words["not run"])
-        lines.append(f"| [{stem[:2].lstrip('0')}]({stem}) | " + " | ".join(cells) + " |")
+        lines.append(f"| [{script('manifest').chapter_number(stem)}]({stem}) | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -177,7 +168,7 @@ class ExecutionStatus(SphinxDirective):
         if not records:
             lines = [words["none"]]
         else:
-            chapters = _scripts("manifest").chapter_stems()
+            chapters = script("manifest").chapter_stems()
             lines = [*chapter_table(chapters, records, words), "", *run_table(records, words)]
         container = nodes.container(classes=["execution-status"])
         self.state.nested_parse(StringList(lines, source="execution-status"), self.content_offset, container)

@@ -24,7 +24,7 @@ VERDICTS = ("correct", "wrong", "imprecise", "untestable")
 REQUIRED = {"id", "seed", "location", "quote", "translation", "claim", "verdict", "reason", "chapter", "test"}
 OPTIONAL = {"source", "pending"}
 NODE_ID = re.compile(r"^(tests/(?:\w+/)+test_\w+\.py)::(test_\w+)$")
-CHAPTER = re.compile(r"^(\d\d_[a-z0-9_]+)(?:#([a-z0-9-]+))?$")
+CHAPTER = re.compile(r"^([a-z0-9_]+)(?:#([a-z0-9-]+))?$")
 LOCATION = re.compile(r"^(?P<where>\S.*), lines? (?P<first>\d+)(?:-(?P<last>\d+))?$")
 BIB_KEYS = set(re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "book" / "references.bib").read_text(encoding="utf-8"), re.M))
 

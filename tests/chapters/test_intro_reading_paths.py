@@ -30,7 +30,7 @@ def _paths(page: str) -> list[tuple[str, list[str], int]]:
     chapters = numbered_chapters()
     rows = []
     for row in ROW.finditer(section):
-        named = re.findall(r"\]\((\d\d_\w+)\)", row["chapters"])
+        named = [n for n in re.findall(r"\]\((\w+)\)", row["chapters"]) if n in chapters]
         rows.append((row["path"], named or chapters, _minutes(row["time"])))
     return rows
 

@@ -199,5 +199,5 @@ def test_links_that_name_a_chapter_use_its_title():
         titles[chapter[:-6]] = re.search(r"^# (.+)$", first, re.M).group(1)
     for page in editions.PAGES:
         text = (ROOT / "zh-hans" / "book" / f"{page}.md").read_text(encoding="utf-8")
-        for shown, target in re.findall(r"\[(?:\d+\. |第 \d+ 章 )([^\]]+)\]\((\d\d_\w+)\)", text):
+        for shown, target in re.findall(r"\[(?:\d+\. |第 \d+ 章 )([^\]]+)\]\((\w+)\)", text):
             assert shown == titles[target], f"{page}.md names {target} {shown!r}, its title is {titles[target]!r}"

@@ -57,6 +57,27 @@ def test_a_new_chapter_is_a_notebook_twin_and_one_toc_line(tmp_path):
     )
     assert manifest.chapter_stems(tmp_path) == ["position_interpolation"]
     assert manifest.pages(tmp_path) == ["intro"]
+    assert manifest.chapter_number("position_interpolation", tmp_path) == 1
+
+
+def test_a_chapters_number_is_its_place_in_the_toc_never_its_file_name(tmp_path):
+    """Chapter numbers on the site (ledger, errata, status page) come from the toc's order: a
+    chapter inserted before 01_motivation makes it chapter 2 without renaming a file."""
+    stems = manifest.chapter_stems()
+    assert [manifest.chapter_number(s) for s in stems] == list(range(1, len(stems) + 1))
+    (tmp_path / "posenc_book" / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "posenc_book" / "data" / "editions.yaml", tmp_path / "posenc_book" / "data")
+    (tmp_path / "book" / "md_src").mkdir(parents=True)
+    for stem in ("a_new_opening", "01_motivation"):
+        (tmp_path / "book" / "md_src" / f"{stem}.md").write_text("# x\n")
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    (tmp_path / "_toc.yml").write_text(
+        "root: book/intro\nparts:\n- caption: Chapters\n  chapters:\n"
+        "  - file: book/a_new_opening\n  - file: book/01_motivation\n"
+    )
+    assert manifest.chapter_number("01_motivation", tmp_path) == 2
+    with pytest.raises(ValueError, match="stem must be a chapter of _toc.yml, got 'intro'"):
+        manifest.chapter_number("intro", tmp_path)
 
 
 def test_an_editions_file_without_its_source_first_is_refused(tmp_path):
