@@ -20,6 +20,9 @@ three:
   (Taiwan usage) with the phrase table ``scripts/zh_hant_phrases.tsv`` applied first, and
   before that the rows and columns of ``scripts/zh_hant_rows.txt`` (a row is 行 on the
   mainland and 列 in Taiwan, a column 列 and 欄).
+- Which editions there are, and which is translated and which converted (and how), is
+  ``posenc_book/data/editions.yaml``; a translated edition's own words (title, captions,
+  folding prompts, interface) are ``<folder>/edition.yaml``. The code names no edition.
 - The editions' ``_config.yml`` and ``_toc.yml`` are generated from the English ones.
 - ``posenc_book/data/claims.zh-hant.yaml`` is converted from ``claims.zh-hans.yaml``, and
   ``errata.zh-hant.yaml`` from ``errata.yaml`` (its ``zh`` texts are Simplified);
@@ -57,37 +60,8 @@ BOOK = ROOT / "book"
 DATA = ROOT / "posenc_book" / "data"
 PAGES = tuple(manifest.pages())  # the reference pages of the toc, translated like the chapters
 LOCALISED = "localised-output"
-PHRASES = ROOT / "scripts" / "zh_hant_phrases.tsv"
-ROWS = ROOT / "scripts" / "zh_hant_rows.txt"
 ROW, COLUMN = "\uf8fe", "\uf8ff"  # a row's 行 and a column's 列 while OpenCC runs (private use)
 LATIN_START, LATIN_END = "\uf8fc", "\uf8fd"  # where a phrase begins or ends with a Latin letter
-PROMPTS = {  # the folding prompts of the code cells, in Simplified Chinese
-    "Show the plotting code": "显示绘图代码",
-    "Hide the plotting code": "隐藏绘图代码",
-    "Show the solution": "显示解答",
-    "Hide the solution": "隐藏解答",
-    "Show the install cell (for Colab)": "显示安装单元格（用于 Colab）",
-    "Show the comparison code": "显示对比代码",
-    "Hide the comparison code": "隐藏对比代码",
-    "Show the counting code": "显示计数代码",
-    "Hide the counting code": "隐藏计数代码",
-    "Show the measuring code": "显示测量代码",
-    "Show the bookkeeping code": "显示整理数据的代码",
-    "Hide the bookkeeping code": "隐藏整理数据的代码",
-    "Hide the measuring code": "隐藏测量代码",
-    "Hide the install cell": "隐藏安装单元格",
-    "Show the imports": "显示导入代码",
-    "Hide the imports": "隐藏导入代码",
-    "Show the code behind this output": "显示这段输出背后的代码",
-    "Hide the code behind this output": "隐藏这段输出背后的代码",
-}
-TITLE = "位置编码，逐一验证"  # the book's title in Simplified Chinese (converted for Traditional)
-LANGUAGE = {e.folder: e.sphinx for e in manifest.translations()}  # Sphinx's language per edition
-INTERFACE = {  # the site's words that Sphinx's Chinese catalogue leaves English or words oddly
-    "togglebutton_hint": "点击显示",
-    "togglebutton_hint_hide": "点击隐藏",
-    "numfig_format": {"figure": "图 %s", "table": "表 %s", "code-block": "代码清单 %s", "section": "第 %s 节"},
-}
 ANCHOR = re.compile(r'^<div id="[^"]*" class="en-anchor"></div>\n\n', re.M)
 FENCE = re.compile(r"^(```|~~~)")
 MARK = re.compile(r"^<!-- (cell|alt|caption): (\S+) -->$", re.M)
@@ -99,16 +73,38 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-class Hant:
-    """Simplified to Traditional Chinese: rows and columns, the phrase table, then OpenCC's s2twp."""
+def words(edition: manifest.Edition, convert=None) -> dict:
+    """An edition's own words (``<folder>/edition.yaml``): title, part captions, folding prompts,
+    interface words; a converted edition's are its source's, each value converted."""
+    if not edition.convert:
+        return yaml.safe_load((ROOT / edition.folder / "edition.yaml").read_text(encoding="utf-8"))
+    convert = convert or Converter(edition)
 
-    def __init__(self) -> None:
+    def each(value):
+        if isinstance(value, dict):
+            return {key: each(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [each(item) for item in value]
+        return convert(value) if isinstance(value, str) else value
+
+    return each(words(manifest.edition(edition.source)))
+
+
+class Converter:
+    """One edition's text from its source edition's: the row and column words in their
+    contexts, then the phrase table, then OpenCC (``convert`` in editions.yaml)."""
+
+    def __init__(self, edition: manifest.Edition) -> None:
         import opencc
 
-        self.cc = opencc.OpenCC("s2twp")
-        rows = [line.split("\t") for line in PHRASES.read_text(encoding="utf-8").splitlines()]
+        spec = edition.convert
+        self.cc = opencc.OpenCC(spec["opencc"])
+        rows = [line.split("\t") for line in (ROOT / spec["phrases"]).read_text(encoding="utf-8").splitlines()]
         self.phrases = sorted((r for r in rows if len(r) == 2 and not r[0].startswith("#")), key=lambda r: -len(r[0]))
-        contexts = [c for c in ROWS.read_text(encoding="utf-8").splitlines() if c.strip() and not c.startswith("#")]
+        table = spec.get("rows")
+        self.row_words = (table["row"], table["column"]) if table else None
+        lines = (ROOT / table["contexts"]).read_text(encoding="utf-8").splitlines() if table else []
+        contexts = [c for c in lines if c.strip() and not c.startswith("#")]
         self.contexts = sorted(
             (
                 (c.replace("{行}", "行").replace("{列}", "列"), c.replace("{行}", ROW).replace("{列}", COLUMN))
@@ -137,7 +133,8 @@ class Hant:
             start = LATIN_START if re.match(r"[A-Za-z0-9]", traditional) else ""
             end = LATIN_END if re.search(r"[A-Za-z0-9]$", traditional) else ""
             text = text.replace(chr(0xE000 + number), start + traditional + end)
-        text = text.replace(ROW, "列").replace(COLUMN, "欄")  # Taiwan: a row is 列, a column 欄
+        if self.row_words:
+            text = text.replace(ROW, self.row_words[0]).replace(COLUMN, self.row_words[1])  # Taiwan: 列, 欄
         text = re.sub(f"(?<=[\u4e00-\u9fff]){LATIN_START}", " ", text)  # 融合 kernel, kernel 的
         text = re.sub(f"{LATIN_END}(?=[\u4e00-\u9fff])", " ", text)
         return text.replace(LATIN_START, "").replace(LATIN_END, "")
@@ -172,12 +169,12 @@ def plain(title: str) -> str:
     return title
 
 
-def localise_meta(cell, zh_cell, convert) -> None:
-    """Folding prompts from the table; alt text and caption from the translated cell."""
+def localise_meta(cell, zh_cell, prompts: dict) -> None:
+    """Folding prompts from the edition's words; alt text and caption from the translated cell."""
     mystnb = cell.metadata.get("mystnb", {})
     for key in ("code_prompt_show", "code_prompt_hide"):
         if key in mystnb:
-            mystnb[key] = convert(PROMPTS[mystnb[key]])
+            mystnb[key] = prompts[mystnb[key]]
     for key, field in (("image", "alt"), ("figure", "caption")):
         if field in mystnb.get(key, {}):
             if zh_cell is None or field not in zh_cell.metadata.get("mystnb", {}).get(key, {}):
@@ -208,8 +205,8 @@ def match_cells(en, zh) -> dict[str, nbformat.NotebookNode]:
     return found
 
 
-def build_hans(en, zh, where: str):
-    """The Simplified chapter: English code and outputs, translated prose."""
+def build_translated(en, zh, where: str, edition: manifest.Edition):
+    """A translated chapter: English code and outputs, translated prose."""
     out = copy.deepcopy(en)
     matched = match_cells(en, zh)
     for cell in out.cells:
@@ -221,7 +218,7 @@ def build_hans(en, zh, where: str):
             cell.source = re.sub(r"^(```\{literalinclude\} )\.\./(?!\.\./)", r"\1../../", text, flags=re.M)
             cell.metadata = {"posenc": {"en_sha": ours.metadata["posenc"]["en_sha"]}}
         else:
-            localise_meta(cell, ours, str)
+            localise_meta(cell, ours, words(edition)["prompts"])
             if "mystnb" in cell.metadata and (
                 "image" in cell.metadata["mystnb"] or "figure" in cell.metadata["mystnb"]
             ):
@@ -229,13 +226,13 @@ def build_hans(en, zh, where: str):
             if LOCALISED in cell.metadata.get("tags", []) and ours is not None and ours.cell_type == "code":
                 cell.outputs = ours.outputs  # (then run again in the edition's folder)
     out.metadata.pop("jupytext", None)
-    out.metadata["posenc"] = {"edition": "zh-hans"}
+    out.metadata["posenc"] = {"edition": edition.folder}
     return out
 
 
-def build_hant(hans, old, convert):
-    """The Traditional chapter: converted from the Simplified one (localised outputs kept)."""
-    out = copy.deepcopy(hans)
+def build_converted(source, old, convert, edition: manifest.Edition):
+    """A converted chapter: its source edition's, converted (localised outputs kept)."""
+    out = copy.deepcopy(source)
     previous = {c.id: c for c in old.cells} if old is not None else {}
     for cell in out.cells:
         if cell.cell_type == "markdown":
@@ -251,7 +248,7 @@ def build_hant(hans, old, convert):
         if LOCALISED in cell.metadata.get("tags", []):
             kept = previous.get(cell.id)
             cell.outputs = kept.outputs if kept is not None and kept.cell_type == "code" else []
-    out.metadata["posenc"] = {"edition": "zh-hant"}
+    out.metadata["posenc"] = {"edition": edition.folder}
     return out
 
 
@@ -272,23 +269,21 @@ def dump_nb(nb) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def edition_config(lang: str, convert) -> dict[str, str]:
-    """``_config.yml`` and ``_toc.yml`` of a Chinese edition, from the English ones."""
+def edition_config(edition: manifest.Edition, convert=None) -> dict[str, str]:
+    """``_config.yml`` and ``_toc.yml`` of an edition, from the English ones and its words."""
+    lang, own = edition.folder, words(edition, convert)
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    config["title"] = convert(TITLE)
+    config["title"] = own["title"]
     config["exclude_patterns"] = [p for p in config["exclude_patterns"] if not p.startswith("book/")]
     config["repository"]["path_to_book"] = lang
     config["bibtex_bibfiles"] = ["../book/references.bib"]
     sphinx = config["sphinx"]
     sphinx["local_extensions"] = {name: "../book/_ext" for name in sphinx["local_extensions"]}
-    sphinx["config"]["language"] = LANGUAGE[lang]
-    sphinx["config"].update(
-        {key: convert(value) if isinstance(value, str) else value for key, value in INTERFACE.items()}
-    )
-    sphinx["config"]["numfig_format"] = {key: convert(value) for key, value in INTERFACE["numfig_format"].items()}
+    sphinx["config"]["language"] = edition.sphinx
+    sphinx["config"].update(own["interface"])
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    for part, caption in zip(toc["parts"], ("章节", "参考"), strict=True):
-        part["caption"] = convert(caption)
+    for part, caption in zip(toc["parts"], own["parts"], strict=True):
+        part["caption"] = caption
     dump = lambda data: GENERATED + yaml.safe_dump(data, allow_unicode=True, sort_keys=False)  # noqa: E731
     return {f"{lang}/_config.yml": dump(config), f"{lang}/_toc.yml": dump(toc)}
 
@@ -343,38 +338,64 @@ def glossaries(hans: str, convert) -> tuple[str, str]:
     return hans, hant
 
 
-def expected_files(convert) -> dict[str, str]:
-    """Every generated file of both editions: path relative to the root -> text."""
+def expected_files(converter=None) -> dict[str, str]:
+    """Every generated file of every edition (editions.yaml): path relative to the root -> text.
+
+    ``converter(edition)`` makes a converted edition's conversion (default :class:`Converter`).
+    """
+    converter = converter or Converter
     files: dict[str, str] = {}
-    sections = {"zh-hans": {}, "zh-hant": {}}
-    for en_path in manifest.chapters():
-        en = nbformat.read(en_path, as_version=4)
-        hans_path, hant_path = (ROOT / lang / "book" / en_path.name for lang in ("zh-hans", "zh-hant"))
-        hans = build_hans(en, nbformat.read(hans_path, as_version=4), str(hans_path.relative_to(ROOT)))
-        hant = build_hant(hans, nbformat.read(hant_path, as_version=4) if hant_path.exists() else None, convert)
-        for lang, nb in (("zh-hans", hans), ("zh-hant", hant)):
-            files[f"{lang}/book/{en_path.name}"] = dump_nb(nb)
-            sections[lang][en_path.stem] = sections_of(nb, en)
-    for page in PAGES:
-        english = (BOOK / f"{page}.md").read_text(encoding="utf-8")
-        hans = with_anchors((ROOT / "zh-hans" / "book" / f"{page}.md").read_text(encoding="utf-8"), english, page)
-        hant = convert(hans)
-        if page == "glossary":
-            hans, hant = glossaries(hans, convert)
-        if page == "errata":  # the Traditional page reads the converted errata
-            hant = hant.replace("posenc_book/data/errata.yaml", "posenc_book/data/errata.zh-hant.yaml")
-        files[f"zh-hans/book/{page}.md"] = hans
-        files[f"zh-hant/book/{page}.md"] = hant
-    for lang in ("zh-hans", "zh-hant"):
-        files[f"posenc_book/data/sections.{lang}.json"] = (
-            json.dumps(sections[lang], indent=1, ensure_ascii=False) + "\n"
+    english = {p.name: nbformat.read(p, as_version=4) for p in manifest.chapters()}
+    english.update({f"{page}.md": (BOOK / f"{page}.md").read_text(encoding="utf-8") for page in PAGES})
+    built = {"en": english}  # edition -> chapter or page file name -> its notebook or text
+    for edition in manifest.translations():
+        convert = converter(edition) if edition.convert else None
+        built[edition.folder] = ours = {}
+        sections = {}
+        for name, en in english.items():
+            if name.endswith(".ipynb"):
+                ours[name] = edition_chapter(edition, name, built[edition.source], convert)
+                sections[Path(name).stem] = sections_of(ours[name], en)
+                files[_rel(edition.book / name)] = dump_nb(ours[name])
+            else:
+                ours[name] = files[_rel(edition.book / name)] = edition_page(
+                    edition, name, built[edition.source], convert
+                )
+        files[f"posenc_book/data/sections.{edition.folder}.json"] = (
+            json.dumps(sections, indent=1, ensure_ascii=False) + "\n"
         )
-        files.update(edition_config(lang, convert if lang == "zh-hant" else str))
-    claims = (DATA / "claims.zh-hans.yaml").read_text(encoding="utf-8")
-    files["posenc_book/data/claims.zh-hant.yaml"] = convert(claims)
-    errata = (DATA / "errata.yaml").read_text(encoding="utf-8")
-    files["posenc_book/data/errata.zh-hant.yaml"] = GENERATED + convert(errata)
+        files.update(edition_config(edition, convert))
+        if convert:
+            claims = (DATA / f"claims.{edition.source}.yaml").read_text(encoding="utf-8")
+            files[f"posenc_book/data/claims.{edition.folder}.yaml"] = convert(claims)
+            errata = (DATA / "errata.yaml").read_text(encoding="utf-8")
+            files[f"posenc_book/data/errata.{edition.folder}.yaml"] = GENERATED + convert(errata)
     return files
+
+
+def edition_chapter(edition: manifest.Edition, name: str, source: dict, convert):
+    """One chapter of an edition, from its source edition's (``source``: file name -> notebook)."""
+    path = edition.book / name
+    if convert:
+        old = nbformat.read(path, as_version=4) if path.exists() else None
+        return build_converted(source[name], old, convert, edition)
+    return build_translated(source[name], nbformat.read(path, as_version=4), _rel(path), edition)
+
+
+def edition_page(edition: manifest.Edition, name: str, source: dict, convert) -> str:
+    """One reference page of an edition, from its source edition's (``source``: file name -> text)."""
+    if not convert:
+        return with_anchors((edition.book / name).read_text(encoding="utf-8"), source[name], name)
+    if name == "glossary.md" and edition.convert.get("glossary"):  # the source glossary gives our forms
+        return glossaries(source[name], convert)[1]
+    text = convert(source[name])
+    if name == "errata.md":  # the page reads its edition's converted errata
+        text = text.replace("posenc_book/data/errata.yaml", f"posenc_book/data/errata.{edition.folder}.yaml")
+    return text
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
 
 
 def execute_localised(path: Path) -> None:
@@ -394,8 +415,9 @@ def execute_localised(path: Path) -> None:
     path.write_text(dump_nb(nb), encoding="utf-8")
 
 
-def import_translations(folder: Path) -> None:
-    """Translation files (see the module docstring) into ``zh-hans/``."""
+def import_translations(folder: Path, edition: manifest.Edition) -> None:
+    """Translation files (see the module docstring) into a translated edition's folder."""
+    book = edition.book
     for en_path in manifest.chapters():
         en = nbformat.read(en_path, as_version=4)
         parts = MARK.split((folder / f"{en_path.stem}.md").read_text(encoding="utf-8"))
@@ -410,23 +432,23 @@ def import_translations(folder: Path) -> None:
                 for key, field in (("image", "alt"), ("figure", "caption")):
                     if field in cell.metadata["mystnb"].get(key, {}):
                         cell.metadata["mystnb"][key][field] = blocks[field, cell.id]
-        (ROOT / "zh-hans" / "book").mkdir(parents=True, exist_ok=True)
-        (ROOT / "zh-hans" / "book" / en_path.name).write_text(dump_nb(zh), encoding="utf-8")
+        book.mkdir(parents=True, exist_ok=True)
+        (book / en_path.name).write_text(dump_nb(zh), encoding="utf-8")
     for page in PAGES:
         english = (BOOK / f"{page}.md").read_text(encoding="utf-8")
         text = (folder / f"{page}.md").read_text(encoding="utf-8")
-        (ROOT / "zh-hans" / "book" / f"{page}.md").write_text(f"% en-sha: {sha(english)}\n{text}", encoding="utf-8")
+        (book / f"{page}.md").write_text(f"% en-sha: {sha(english)}\n{text}", encoding="utf-8")
     claims = yaml.safe_load((folder / "claims.yaml").read_text(encoding="utf-8"))
-    head = "# The claims ledger's claims and reasons in Simplified Chinese (chapter 13 of zh-hans).\n"
+    head = f"# The claims ledger's claims and reasons in {edition.english} (chapter 13 of {edition.folder}).\n"
     text = yaml.safe_dump(claims, allow_unicode=True, sort_keys=False, width=70)
-    (DATA / "claims.zh-hans.yaml").write_text(head + text, encoding="utf-8")
+    (DATA / f"claims.{edition.folder}.yaml").write_text(head + text, encoding="utf-8")
 
 
-def mark_current() -> None:
-    """Record the current English text as translated, in every Simplified cell and page."""
+def mark_current(edition: manifest.Edition) -> None:
+    """Record the current English text as translated, in every cell and page of a translated edition."""
     for en_path in manifest.chapters():
         en = nbformat.read(en_path, as_version=4)
-        path = ROOT / "zh-hans" / "book" / en_path.name
+        path = edition.book / en_path.name
         zh = nbformat.read(path, as_version=4)
         for en_cell, cell in zip(en.cells, zh.cells, strict=True):
             if "posenc" in cell.metadata:
@@ -434,7 +456,7 @@ def mark_current() -> None:
                 cell.metadata["posenc"]["en_sha"] = sha(key)
         path.write_text(dump_nb(zh), encoding="utf-8")
     for page in PAGES:
-        path = ROOT / "zh-hans" / "book" / f"{page}.md"
+        path = edition.book / f"{page}.md"
         english = (BOOK / f"{page}.md").read_text(encoding="utf-8")
         path.write_text(
             PAGE_HEAD.sub(f"% en-sha: {sha(english)}\n", path.read_text(encoding="utf-8")), encoding="utf-8"
@@ -446,12 +468,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is stale")
     parser.add_argument("--mark-current", action="store_true", help="record the current English as translated")
     parser.add_argument("--import", dest="folder", type=Path, help="read translation files from this folder")
+    translated = [e.folder for e in manifest.translations() if not e.convert]
+    parser.add_argument(
+        "--edition",
+        choices=translated,
+        default=translated[0],
+        help="the translated edition of --import, --mark-current",
+    )
     args = parser.parse_args(argv)
     if args.folder:
-        import_translations(args.folder)
+        import_translations(args.folder, manifest.edition(args.edition))
     if args.mark_current:
-        mark_current()
-    files = expected_files(Hant())
+        mark_current(manifest.edition(args.edition))
+    files = expected_files()
     stale = [
         p for p, text in files.items() if not (ROOT / p).exists() or (ROOT / p).read_text(encoding="utf-8") != text
     ]

@@ -14,7 +14,7 @@ From the shell (the Makefile's lists)::
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 class Edition:
     """One edition: ``folder`` ("" for the English source), ``tag`` (BCP 47), ``sphinx`` (Sphinx's
     ``language``), ``name`` (in its own language), ``english`` (its name in English) and ``source``
-    (the edition its text comes from, None for the source itself)."""
+    (the edition its text comes from, None for the source itself); ``convert``, for an edition
+    converted from another rather than translated, how (see editions.yaml)."""
 
     folder: str
     tag: str
@@ -34,6 +35,7 @@ class Edition:
     name: str
     english: str
     source: str | None
+    convert: dict | None = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -49,7 +51,10 @@ class Edition:
 def editions(root: Path = ROOT) -> list[Edition]:
     """Every edition, the source first, as ``posenc_book/data/editions.yaml`` lists them."""
     entries = yaml.safe_load((root / "posenc_book" / "data" / "editions.yaml").read_text(encoding="utf-8"))
-    found = [Edition(e["folder"], e["tag"], e["sphinx"], e["name"], e["english"], e["from"]) for e in entries]
+    found = [
+        Edition(e["folder"], e["tag"], e["sphinx"], e["name"], e["english"], e["from"], e.get("convert"))
+        for e in entries
+    ]
     if [e.source is None for e in found].count(True) != 1 or found[0].source is not None:
         raise ValueError("editions.yaml must list the source edition (from: null) first, and only once")
     return found
@@ -58,6 +63,14 @@ def editions(root: Path = ROOT) -> list[Edition]:
 def translations(root: Path = ROOT) -> list[Edition]:
     """The editions other than the source."""
     return editions(root)[1:]
+
+
+def edition(folder: str, root: Path = ROOT) -> Edition:
+    """The edition in ``folder``."""
+    found = {e.folder: e for e in editions(root)}
+    if folder not in found:
+        raise ValueError(f"folder must be an edition's, one of {sorted(found)}; got {folder!r}")
+    return found[folder]
 
 
 def toc_files(root: Path = ROOT) -> list[str]:

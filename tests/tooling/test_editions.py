@@ -131,7 +131,7 @@ def test_the_api_page_documents_the_same_objects():
 
 
 def test_traditional_conversion_uses_the_phrase_table():
-    hant = editions.Hant()
+    hant = editions.Converter(editions.manifest.edition("zh-hant"))
     assert hant("模型参数和循环神经网络的激活函数") == "模型參數和循環神經網路的激活函數"
     assert hant("旋转位置编码的代码默认在内存里") == "旋轉位置編碼的程式碼預設在記憶體裡"
     assert hant("`x = 1`, $\\theta_i$") == "`x = 1`, $\\theta_i$"
@@ -141,7 +141,7 @@ def test_the_ledger_words_of_the_traditional_edition_are_the_converted_simplifie
     """posenc_book cannot run OpenCC on a reader's machine, so its Traditional words are
     written out; they must be what the Traditional edition's conversion makes of the
     Simplified ones."""
-    hant = editions.Hant()
+    hant = editions.Converter(editions.manifest.edition("zh-hant"))
     assert {k: hant(v) for k, v in i18n.WORDS["zh-hans"].items()} == i18n.WORDS["zh-hant"]
 
 
@@ -201,3 +201,43 @@ def test_links_that_name_a_chapter_use_its_title():
         text = (ROOT / "zh-hans" / "book" / f"{page}.md").read_text(encoding="utf-8")
         for shown, target in re.findall(r"\[(?:\d+\. |第 \d+ 章 )([^\]]+)\]\((\w+)\)", text):
             assert shown == titles[target], f"{page}.md names {target} {shown!r}, its title is {titles[target]!r}"
+
+
+def test_a_new_edition_is_an_entry_of_editions_yaml_and_no_code(monkeypatch):
+    """An edition converted from another (here Hong Kong usage, from the Simplified text) is
+    one entry of posenc_book/data/editions.yaml: scripts/editions.py builds its chapters,
+    pages, configuration, ledger and errata from that entry alone."""
+    hk = editions.manifest.Edition(
+        "zh-hk", "zh-HK", "zh_TW", "繁體中文（香港）", "Traditional Chinese (Hong Kong)", "zh-hans",
+        {"opencc": "s2hk", "phrases": "scripts/zh_hant_phrases.tsv"},
+    )  # fmt: skip
+    listed = editions.manifest.translations()
+    monkeypatch.setattr(editions.manifest, "translations", lambda root=ROOT: [*listed, hk])
+    monkeypatch.setattr(
+        editions.manifest, "edition", lambda folder, root=ROOT: {e.folder: e for e in [*listed, hk]}[folder]
+    )
+    files = editions.expected_files()
+    ours = sorted(p for p in files if p.startswith("zh-hk/") or ".zh-hk." in p)
+    assert ours == sorted(
+        [f"zh-hk/book/{p.name}" for p in chapter_notebooks()]
+        + [f"zh-hk/book/{page}.md" for page in editions.PAGES]
+        + ["zh-hk/_config.yml", "zh-hk/_toc.yml"]
+        + [
+            f"posenc_book/data/{name}.zh-hk.{ext}"
+            for name, ext in (("sections", "json"), ("claims", "yaml"), ("errata", "yaml"))
+        ]
+    )
+    config = yaml.safe_load(files["zh-hk/_config.yml"])
+    assert config["title"] == "位置編碼，逐一驗證" and config["repository"]["path_to_book"] == "zh-hk"
+    # every Chinese text converted from the Simplified one, the code and outputs the English ones
+    hk_nb, en_nb = (
+        nbformat.reads(files["zh-hk/book/06_rope.ipynb"], as_version=4),
+        read(ROOT / "book" / "06_rope.ipynb"),
+    )
+    assert [c.source for c in hk_nb.cells if c.cell_type == "code"] == [
+        c.source for c in en_nb.cells if c.cell_type == "code"
+    ]
+    assert hk_nb.metadata["posenc"]["edition"] == "zh-hk"
+    assert files["zh-hant/book/06_rope.ipynb"] == (ROOT / "zh-hant" / "book" / "06_rope.ipynb").read_text(
+        encoding="utf-8"
+    )
