@@ -5,20 +5,24 @@ import warnings
 
 import pytest
 import torch
+from repo import ROOT
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 from posenc import (
+    LearnedPositionalEmbedding,
     MultiHeadSelfAttention,
     SinusoidalPositionalEncoding,
     T5RelativeBias,
     relative_scores,
     rope_inv_freq,
     scaled_dot_product_attention,
+    sinusoidal_dot_product,
     sinusoidal_encoding,
     sinusoidal_frequencies,
+    sinusoidal_offset_matrix,
     sinusoidal_table,
 )
 
@@ -44,7 +48,7 @@ def test_a_recurrent_network_sees_order_and_attention_does_not(seed):
     assert torch.allclose(out_ab.flip(-2), out_ba, rtol=0, atol=1e-12)  # the same outputs, reordered
 
 
-@pytest.mark.claim("004-13")
+@pytest.mark.claim("004-13", "001-20")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_b_and_b_a_pool_to_the_same_vector_only_without_positions(seed):
     torch.manual_seed(seed)
@@ -56,7 +60,7 @@ def test_a_b_and_b_a_pool_to_the_same_vector_only_without_positions(seed):
     assert (layer(pe(ab))[0].mean(1) - layer(pe(ba))[0].mean(1)).abs().max() > 0.01
 
 
-@pytest.mark.claim("000-16", "003-01", "004-26")
+@pytest.mark.claim("000-16", "003-01", "004-26", "001-15")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_causal_mask_alone_breaks_permutation_equivariance(seed):
     x = torch.randn(6, 8, generator=torch.Generator().manual_seed(seed), dtype=f64)
@@ -215,6 +219,14 @@ def test_shaw_direct_form_builds_an_l_by_l_by_d_tensor():
     assert torch.allclose(
         relative_scores(q, table, method="shift"), relative_scores(q, table, method="materialize"), atol=1e-4
     )
+    flops = {}
+    for method in ("materialize", "shift"):
+        with FlopCounterMode(display=False) as counter:
+            relative_scores(q, table, method=method)
+        flops[method] = counter.get_total_flops()
+    # the saving is memory, not arithmetic: the smaller route does about twice the multiply-adds
+    assert flops["materialize"] == 2 * L * L * d
+    assert flops["shift"] == 2 * L * (2 * L - 1) * d > flops["materialize"]
 
 
 # Learned tables and RoPE in published models ---------------------------------------------------
@@ -245,3 +257,123 @@ def test_llama2_rope_has_pairs_that_never_turn_within_its_context():
     wavelength = 2 * math.pi / theta
     assert (wavelength > 4096).nonzero().flatten().tolist() == list(range(46, 64))  # 18 of 64 pairs
     assert wavelength[45] < 4096 < wavelength[46]
+
+
+# What an added encoding carries, and where it fits ----------------------------------------------
+
+
+@pytest.mark.claim("001-19")
+@pytest.mark.parametrize("seed", SEEDS)
+def test_embedding_plus_encoding_keeps_both_the_token_and_the_position(seed):
+    vocab, n, d = 50, 64, 64
+    embedding = torch.randn(vocab, d, generator=torch.Generator().manual_seed(seed), dtype=f64)  # nn.Embedding's init
+    pe = sinusoidal_table(n, d, dtype=f64)
+    x = (embedding[:, None, :] + pe[None]).reshape(vocab * n, d)  # row t * n + p: token t at position p
+    dist = torch.cdist(x, x) + torch.eye(vocab * n, dtype=f64) * 1e9
+    # every (token, position) has a sum of its own, no closer to another than neighbouring positions'
+    # encodings are (about 1.47 apart): from the sum, both the token and the position can be read back
+    assert dist.min() > 1.4
+    assert dist.min() == pytest.approx((pe[1] - pe[0]).norm().item(), abs=1e-9)  # the same token, one place on
+
+
+@pytest.mark.claim("001-16")
+@pytest.mark.parametrize("seed", range(3))
+def test_the_encoding_carries_offsets_but_projected_scores_depend_on_where_the_pair_stands(seed):
+    n, d, k = 200, 32, 5
+    pe = sinusoidal_table(n, d, dtype=f64)
+    # the encodings carry the offset: one fixed matrix moves every position k places on
+    assert torch.allclose(pe[k:], pe[:-k] @ sinusoidal_offset_matrix(k, d).T, rtol=0, atol=1e-12)
+    dots = (pe[:-k] * pe[k:]).sum(-1)  # PE(p) . PE(p + k) for every p
+    assert dots.max() - dots.min() < 1e-12  # a function of k alone ...
+    assert sinusoidal_dot_product(k, d) == sinusoidal_dot_product(-k, d)  # ... that cannot tell +k from -k
+    # after a query and a key projection, the same offset scores differently at different places
+    w_q, w_k = torch.randn(2, d, d, generator=torch.Generator().manual_seed(seed), dtype=f64) / math.sqrt(d)
+    scores = ((pe[:-k] @ w_q) * (pe[k:] @ w_k)).sum(-1) / math.sqrt(d)  # [n - k]
+    assert scores.max() - scores.min() > 1.0
+
+
+@pytest.mark.claim("002-35")
+def test_a_learned_encoding_is_a_table_looked_up_by_position():
+    max_len, d, s = 16, 8, 5
+    torch.manual_seed(0)
+    learned = LearnedPositionalEmbedding(max_len, d).double()
+    (table,) = learned.parameters()
+    assert table.shape == (max_len, d)  # one parameter: a row per position
+    x, y = torch.randn(2, 1, s, d, dtype=f64)
+    added = learned(x) - x
+    assert torch.allclose(added, learned(y) - y, rtol=0, atol=1e-15)  # whatever the input
+    assert torch.allclose(added[0], table[:s], rtol=0, atol=1e-15)  # row p goes to position p
+    one_hot = nn.functional.one_hot(torch.arange(s), max_len).double()  # [s, max_len]
+    assert torch.allclose(one_hot @ table, added[0], rtol=0, atol=1e-15)  # a linear map of the position
+    # a linear layer applied to the input, the document's example, adds something that follows the input
+    layer = nn.Linear(d, d).double()
+    assert (layer(x) - layer(y)).abs().max() > 0.1
+
+
+@pytest.mark.claim("002-36")
+@pytest.mark.parametrize("seed", range(3))
+def test_a_position_encoding_gives_a_convolution_positions(seed):
+    torch.manual_seed(seed)
+    conv = nn.Conv1d(16, 16, 3, padding=1, padding_mode="circular").double()  # no edge to tell where it is
+
+    def run(x):  # [batch, seq, d] -> the same
+        return conv(x.transpose(1, 2)).transpose(1, 2)
+
+    x = torch.randn(1, 12, 16, dtype=f64)
+    moved = x.roll(3, dims=1)
+    with torch.no_grad():
+        assert torch.allclose(run(moved), run(x).roll(3, dims=1), rtol=0, atol=1e-12)  # the output only moves along
+        pe = SinusoidalPositionalEncoding(16).double()
+        assert (run(pe(moved)) - run(pe(x)).roll(3, dims=1)).abs().max() > 0.3  # with positions added, it changes
+
+
+# Longer sequences, and the recorded language models -----------------------------------------------
+
+
+def _text_bits():
+    """Bits per character of chapter 11's language models: {(step, scheme, length): [one value per seed]}."""
+    from posenc.experiments import load_text_results, text_summary
+
+    document = load_text_results(ROOT / "posenc_book" / "data" / "text_lm.json")
+    config = document["config"]
+    assert config["train_length"] == 64 and config["multipliers"] == [1, 2, 4, 8] and len(config["seeds"]) >= 3
+    bits = {}
+    for step in [*config["checkpoints"], config["steps"]]:
+        for (scheme, length), entry in text_summary(document, step).items():
+            bits[step, scheme, length] = entry["values"]
+    return bits, config
+
+
+@pytest.mark.claim("000-12")
+def test_attention_reaches_any_distance_and_longer_text_hurts_some_encodings_only():
+    # within a sequence: one fixed linear map of the sinusoidal query (the offset matrix) picks out the
+    # token k places back, for k = 1000 as sharply as for k = 1
+    n, d = 2048, 64
+    pe = sinusoidal_table(n, d, dtype=f64)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    for k in (1, 1000):
+        query = pe @ sinusoidal_offset_matrix(-k, d).T  # PE(p - k), from PE(p)
+        weights = torch.softmax((8.0 * query @ pe.T).masked_fill(~causal, -math.inf), -1)
+        p = torch.arange(k, n)
+        assert weights[p, p - k].min() > 0.99
+    # past the trained length (64 characters, 512 here) it depends on the encoding, at every budget
+    bits, config = _text_bits()
+    for step in [*config["checkpoints"], config["steps"]]:
+
+        def lost(scheme, step=step):
+            return [b - a for a, b in zip(bits[step, scheme, 64], bits[step, scheme, 512], strict=True)]
+
+        assert max(abs(c) for c in lost("alibi") + lost("shaw")) < 0.05
+        assert min(lost("t5")) > 0.9 and min(lost("rope")) > 1.5 and min(lost("sinusoidal")) > 1.9
+        assert all(b is None for b in bits[step, "learned", 128])  # a learned table has no row for it
+
+
+@pytest.mark.claim("002-46")
+def test_on_text_every_encoding_beats_no_encoding_at_the_training_length():
+    bits, config = _text_bits()
+    encodings = [s for s in config["schemes"] if s != "none"]
+    assert len(encodings) == 7
+    for step in [*config["checkpoints"], config["steps"]]:
+        best_without = min(bits[step, "none", 64])
+        assert best_without > 3.0
+        assert max(b for s in encodings for b in bits[step, s, 64]) < best_without - 0.3

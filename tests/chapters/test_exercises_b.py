@@ -250,7 +250,7 @@ def test_ch13_ex1_seed_003_has_the_largest_share_of_wrong_claims():
     by_seed = Counter(c["seed"] for c in claims)
     wrong = Counter(c["seed"] for c in claims if c["verdict"] == "wrong")
     seed_003 = Counter(c["verdict"] for c in claims if c["seed"] == "003")
-    assert seed_003 == Counter(correct=6, wrong=3, imprecise=2)
+    assert seed_003 == Counter(correct=11, wrong=3, imprecise=2)
     assert max(by_seed, key=lambda s: wrong[s] / by_seed[s]) == "003"
     assert max(by_seed, key=lambda s: wrong[s]) == "002"
 
