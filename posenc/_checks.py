@@ -53,6 +53,13 @@ def check_table_size(name: str, value: object, elements: int) -> None:
         )
 
 
+def check_bias_size(q_len: object, k_len: object, num_heads: int) -> None:
+    """Raise unless the lengths are ints >= 1 and a ``[num_heads, q_len, k_len]`` bias fits ``MAX_TABLE_ELEMENTS``."""
+    check_positive_int("q_len", q_len)
+    check_positive_int("k_len", k_len)
+    check_table_size("q_len * k_len", f"{q_len} * {k_len}", q_len * k_len * num_heads)  # type: ignore[operator]
+
+
 def check_cache_limit(value: object, initial_len: int) -> int:
     """Return ``cache_limit`` if it is an int >= ``initial_len`` (the rows computed up front)."""
     value = check_nonnegative_int("cache_limit", value)
@@ -62,8 +69,10 @@ def check_cache_limit(value: object, initial_len: int) -> int:
 
 
 def check_even_dim(name: str, value: object) -> int:
-    """Return ``value`` if it is a positive even int (sin/cos or rotation pairs)."""
+    """Return ``value`` if it is a positive even int (sin/cos or rotation pairs) whose table of one
+    position fits ``MAX_TABLE_ELEMENTS``."""
     value = check_positive_int(name, value)
+    check_table_size(name, value, value)
     if value % 2:
         raise ValueError(
             f"{name} must be even (channels come in sin/cos pairs), got {value}; use {value - 1} or {value + 1}"

@@ -20,7 +20,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_bool, check_choice, check_float_dtype, check_float_tensor, check_positive_int
+from ._checks import (
+    check_bias_size,
+    check_bool,
+    check_choice,
+    check_float_dtype,
+    check_float_tensor,
+    check_positive_int,
+)
 from .alignment import ALIGNMENTS, aligned_relative_positions
 
 #: How :func:`alibi_slopes` evaluates the paper's geometric sequence.
@@ -214,6 +221,7 @@ def alibi_bias(
     if device is None:
         device = next((t.device for t in (slopes, offset) if isinstance(t, torch.Tensor)), None)
     m = _resolve_slopes(num_heads, slopes, device)  # [h] or [b, h]
+    check_bias_size(q_len, k_len, m.numel())  # before the [(b,) h, q, k] tensor is allocated
     rel = aligned_relative_positions(q_len, k_len, offset=offset, align=align, device=m.device)  # [(b,) q, k]
     batched = rel.dim() == 3 or m.dim() == 2
     rel, m = rel.view(-1, q_len, k_len), m.view(-1, num_heads)  # [1 or b, q, k], [1 or b, h]

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_float_tensor, check_heads, check_input_dtype
+from ._checks import check_bool, check_float_tensor, check_heads, check_input_dtype
 
 
 def _shape_error(name: str, got, want: str) -> ValueError:
@@ -103,6 +103,7 @@ def scaled_dot_product_attention(
         TypeError: If ``bias`` is neither floating point nor boolean.
     """
     _check_qkv(q, k, v)
+    causal = check_bool("causal", causal)
     q_len, k_len = q.shape[-2], k.shape[-2]
     if causal and q_len > k_len:
         raise ValueError(f"causal attention needs q_len <= k_len, got q_len={q_len}, k_len={k_len}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import as_positions, check_float_dtype
+from ._checks import as_positions, check_bool, check_float_dtype
 from .alibi import alibi_bias
 
 __all__ = [
@@ -239,6 +239,7 @@ def packed_attention_mask(cu_seqlens, *, causal: bool = False) -> torch.Tensor:
     Raises:
         TypeError, ValueError: As :func:`check_cu_seqlens`.
     """
+    causal = check_bool("causal", causal)
     ids = sequence_ids_from_cu_seqlens(cu_seqlens)  # [total]
     mask = ids.unsqueeze(-1) == ids  # [total, total]
     if causal:

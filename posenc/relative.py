@@ -222,6 +222,10 @@ def relative_scores(q: torch.Tensor, rel_emb: torch.Tensor, *, method: str = "sh
         TypeError: If the table's dtype is not that of the other operand.
     """
     check_choice("method", method, METHODS)
+    for name, tensor in (("q", q), ("rel_emb", rel_emb)):
+        if not isinstance(tensor, torch.Tensor):
+            hint = " (ShawRelativeEmbeddings returns (a_k, a_v): pass one of them)" if isinstance(tensor, tuple) else ""
+            raise TypeError(f"{name} must be a tensor, got {type(tensor).__name__}{hint}")
     if q.dim() < 2 or q.shape[-2] < 1:
         raise ValueError(f"q must have shape [..., q_len, d] with q_len >= 1, got {tuple(q.shape)}")
     q_len, d = q.shape[-2:]

@@ -42,6 +42,7 @@ from ._checks import (
     check_probability,
     check_real,
     check_sequence_input,
+    check_table_size,
 )
 from .layout import SINUSOIDAL_LAYOUTS
 
@@ -50,6 +51,7 @@ def _check_dim(dim: object, layout: object) -> int:
     """Return ``dim`` if ``layout`` is known and takes it: any positive int for ``"concat"``, even ones otherwise."""
     check_choice("layout", layout, SINUSOIDAL_LAYOUTS)
     check_positive_int("dim", dim)
+    check_table_size("dim", dim, dim)
     if layout == "interleaved" and dim % 2:
         raise ValueError(
             f"dim must be even for layout='interleaved' (channels come in sin/cos pairs), got {dim}; "
@@ -151,6 +153,7 @@ def sinusoidal_encoding(
     check_angle_dtype(angle_dtype)
     check_float_dtype("dtype", dtype)
     positions = check_real("positions", as_positions(positions))  # Python floats as float64, not float32
+    check_table_size("dim", dim, positions.numel() * dim)  # the [*positions.shape, dim] result
     return _encode(positions, dim, check_base("base", base), layout, dtype, angle_dtype=angle_dtype)
 
 
@@ -198,6 +201,7 @@ def sinusoidal_table(
             error of :func:`sinusoidal_encoding`.
     """
     check_nonnegative_int("num_positions", num_positions)
+    check_table_size("num_positions", num_positions, num_positions * _check_dim(dim, layout))
     positions = torch.arange(num_positions, device=device)  # [n]
     return sinusoidal_encoding(positions, dim, base=base, layout=layout, dtype=dtype)
 

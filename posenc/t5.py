@@ -13,12 +13,13 @@ import math
 import torch
 from torch import nn
 
-from ._checks import as_positions, check_choice, check_positive_int
+from ._checks import as_positions, check_bias_size, check_bool, check_choice, check_positive_int
 from .alignment import ALIGNMENTS, aligned_relative_positions
 
 
 def _check_buckets(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int]:
     """Validate T5's bucket arguments; return (buckets per direction, exact buckets)."""
+    check_bool("bidirectional", bidirectional)
     check_positive_int("num_buckets", num_buckets)
     check_positive_int("max_distance", max_distance)
     per_side = num_buckets // 2 if bidirectional else num_buckets
@@ -154,6 +155,7 @@ class T5RelativeBias(nn.Module):
             TypeError: If ``offset`` is a tensor of floats or booleans.
         """
         device = self.embedding.weight.device
+        check_bias_size(q_len, k_len, self.embedding.embedding_dim)  # before the [(b,) h, q, k] tensor is allocated
         rel = aligned_relative_positions(q_len, k_len, offset=offset, align=self.align, device=device)  # [(b,) q, k]
         buckets = t5_relative_position_bucket(
             rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance

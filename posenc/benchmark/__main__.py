@@ -51,7 +51,11 @@ def _out_path(out: str | None, device: torch.device, force: bool) -> Path:
         ValueError: If the file exists and ``force`` is false, or its folder
             cannot be created or written to.
     """
-    if out is None or out.endswith(("/", "\\")) or Path(out).is_dir():  # a folder: name the file after the device
+    try:
+        folder = out is None or out.endswith(("/", "\\")) or Path(out).is_dir()
+    except OSError as err:  # a folder on the way that may not be entered
+        raise ValueError(f"--out {out} cannot be written: {err.strerror or err} ({err.filename})") from None
+    if folder:  # name the file after the device
         path = default_path({"device": device_info(device)}, out or ".")
     else:
         path = Path(out)

@@ -20,7 +20,7 @@ from .._checks import (
     check_positive_number,
     check_unique_list,
 )
-from .model import TinyConfig
+from .model import TinyConfig, check_model_size
 from .registry import make_position_scheme, position_schemes
 from .tasks import TASKS, Task, check_sizes, make_task
 from .train import SCHEDULES
@@ -129,6 +129,9 @@ class ExperimentConfig:
         if not 0 <= self.converged_loss < float("inf"):
             raise ValueError(f"converged_loss must be a finite number >= 0, got {self.converged_loss!r}")
         check_heads(self.dim, self.num_heads)
+        sizes = {name: getattr(self, name) for name in ("dim", "num_heads", "num_layers", "batch_size")}
+        longest = max(build_task(self, task).seq_len(max(self.eval_lengths)) for task in self.tasks)
+        check_model_size(**sizes, longest=longest)
         _check_schemes_build(self)
 
     def _check_checkpoints(self) -> None:

@@ -25,11 +25,21 @@ from dataclasses import KW_ONLY, dataclass, field
 import torch
 from torch import nn
 
-from .._checks import check_heads, check_nonnegative_int, check_positive_int, check_positive_number
+from .._checks import check_heads, check_nonnegative_int, check_positive_int, check_positive_number, check_table_size
 from ..packing import check_cu_seqlens, packed_attention_mask, positions_from_cu_seqlens, sequence_ids_from_cu_seqlens
 from .registry import PositionScheme, check_scheme_options, make_position_scheme
 
 __all__ = ["TinyAttention", "TinyBlock", "TinyConfig", "TinyTransformer"]
+
+
+def check_model_size(*, dim: int, num_heads: int, num_layers: int, batch_size: int, longest: int) -> None:
+    """Raise a ``ValueError`` before a run starts if the tiny Transformer's weights (about ``12 dim**2``
+    per layer), a batch's activations or its attention weights at the longest input would hold more
+    than ``MAX_TABLE_ELEMENTS`` numbers each: a run that could not allocate them fails up front."""
+    check_table_size("(dim, num_layers)", (dim, num_layers), 12 * dim * dim * num_layers)  # the weights
+    check_table_size("(batch_size, dim)", (batch_size, dim), batch_size * longest * 4 * dim)  # a batch's activations
+    scores = batch_size * num_heads * longest * longest  # a batch's attention weights at the longest input
+    check_table_size("(batch_size, num_heads, longest input)", (batch_size, num_heads, longest), scores)
 
 
 @dataclass(frozen=True)

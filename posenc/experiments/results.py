@@ -82,11 +82,22 @@ def save_document(document: dict, path) -> Path:
     return path
 
 
+#: The largest file :func:`is_partial_file` reads: a results document is a few megabytes at most.
+MAX_DOCUMENT_BYTES = 256 * 2**20
+
+
 def is_partial_file(path, config: dict | None = None) -> bool:
     """Whether ``path`` holds a partial document of this schema (``"complete": false``), left by a stopped
-    run; with ``config`` (a configuration's ``to_dict()``), one left by a run of that configuration."""
+    run; with ``config`` (a configuration's ``to_dict()``), one left by a run of that configuration.
+
+    Only a regular file (not a link, a FIFO or a device) of at most ``MAX_DOCUMENT_BYTES`` is read:
+    anything else is not a partial file, and the command's output check refuses it.
+    """
+    path = Path(path)
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_DOCUMENT_BYTES:
+            return False
+        document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # unreadable, not UTF-8, not JSON
         return False
     partial = isinstance(document, dict) and document.get("schema") == SCHEMA and document.get("complete") is False

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from .._checks import check_choice, check_positive_int, check_positive_number, check_unique_list
 from .corpus import VOCAB_SIZE, TextTask, stdlib_corpus
-from .model import TinyConfig, TinyTransformer
+from .model import TinyConfig, TinyTransformer, check_model_size
 from .registry import make_position_scheme, position_schemes
 from .results import environment, read_document
 from .runner import progress_bar, run_jobs
@@ -110,6 +110,8 @@ class TextConfig:
                 f"got {self.eval_chars}"
             )
         TinyConfig(VOCAB_SIZE, dim=self.dim, num_heads=self.num_heads)  # checks the head split
+        sizes = {name: getattr(self, name) for name in ("dim", "num_heads", "num_layers", "batch_size")}
+        check_model_size(**sizes, longest=max(self.eval_lengths))
         for name in self.schemes:  # each scheme built once, as the runs will
             try:
                 with torch.random.fork_rng(devices=[]):

@@ -43,6 +43,7 @@ from .bias_layers import ALiBiLayer, T5BiasLayer
 from .fields import (
     MAX_HEAD_DIM,
     MAX_LAYERS,
+    config_bool,
     config_flags,
     config_int,
     config_mapping,
@@ -64,6 +65,12 @@ def _head_dim(cfg: dict, *, explicit: bool = True) -> int:
     if explicit and field(cfg, "head_dim") is not None:
         return count(cfg, "head_dim", maximum=MAX_HEAD_DIM)
     width, heads = count(cfg, "hidden_size"), count(cfg, "num_attention_heads")
+    if width < heads:  # transformers would build heads of width 0
+        raise ValueError(
+            f"config's hidden_size = {width} is smaller than num_attention_heads = {heads}: each head would have "
+            f"hidden_size // num_attention_heads = 0 channels; give head_dim, or check the two (model_type "
+            f"{cfg.get('model_type')!r:.80})"
+        )
     if width // heads > MAX_HEAD_DIM:  # every layer builds a table per pair: 2**40 would exhaust memory
         raise ValueError(f"config's hidden_size // num_attention_heads = {width // heads} must be <= {MAX_HEAD_DIM}")
     return width // heads
@@ -88,7 +95,14 @@ def _num_layers(cfg: dict) -> int:
 
 
 def _rotary(cfg: dict, head_dim: int, rotary_dim: int, params: dict, **kwargs) -> RotaryLayer:
-    return RotaryLayer(rotary_dim=rotary_dim, rope_parameters=params, head_dim=head_dim, **kwargs)
+    try:
+        return RotaryLayer(rotary_dim=rotary_dim, rope_parameters=params, head_dim=head_dim, **kwargs)
+    except ValueError as err:  # name the fields the numbers come from
+        given = "head_dim" if field(cfg, "head_dim") is not None else "hidden_size // num_attention_heads"
+        raise ValueError(
+            f"{err}; in the config, head_dim = {head_dim} ({given}) and rotary_dim = {rotary_dim} "
+            f"(model_type {cfg.get('model_type')!r:.80})"
+        ) from None
 
 
 def build_rope(cfg: dict, *, params=None, rotary_fraction: float = 1.0, style: str = "half", mrope_section=None):
@@ -191,13 +205,18 @@ def build_qwen2_vl(cfg: dict) -> list:
     """
     params = raw_rope_parameters(cfg)
     section = params.pop("mrope_section", None) or field(cfg, "mrope_section")
+    if section is not None and (isinstance(section, (str, bytes, dict)) or not isinstance(section, (list, tuple))):
+        raise ValueError(
+            f"config's mrope_section must be a list of pair counts, one per axis (temporal, height, width), "
+            f"got {section!r:.80} (model_type {cfg.get('model_type')!r:.80})"
+        )
     params = _flat_rope(cfg, renames={"mrope": "default"}, params=params)
     return build_rope(cfg, params=params, mrope_section=section)
 
 
 def build_falcon(cfg: dict) -> list:
     """Falcon: ALiBi when ``alibi`` is true (:func:`build_alibi`), else RoPE."""
-    if cfg.get("alibi"):
+    if config_bool(cfg, "alibi", False):
         return build_alibi(cfg)
     return build_rope({**cfg, "head_dim": None})  # transformers: hidden_size // num_attention_heads
 
@@ -237,7 +256,7 @@ def build_llama4(cfg: dict) -> list:
         use_rope = config_flags(cfg, "no_rope_layers", given, n)
     params = _flat_rope(cfg)
     temperature = None
-    if cfg.get("attn_temperature_tuning", True):
+    if config_bool(cfg, "attn_temperature_tuning", True):
         temperature = tuple(config_number(cfg, key, field(cfg, key)) for key in ("floor_scale", "attn_scale"))
     common = {"softmax_scale": head_dim**-0.5, "num_heads": heads, "head_dim": head_dim}
     return [
@@ -292,7 +311,7 @@ def build_deepseek(cfg: dict) -> list:
     if model_type == "deepseek_v2":
         style = "complex"
     else:  # transformers tests the flag's truth: None means no
-        style = "deinterleave" if cfg.get("rope_interleave", True) else "half"
+        style = "deinterleave" if config_bool(cfg, "rope_interleave", True) else "half"
     rope_inv_freq(rope, scaling=params)  # bad parameters raise here, before the softmax scale reads them
     common = {"softmax_scale": deepseek_softmax_scale(nope + rope, params), "num_heads": heads}
     return [
@@ -325,7 +344,7 @@ def build_alibi(cfg: dict) -> list:
     """
     cfg = _as_dict(cfg)
     model_type = cfg.get("model_type")
-    if model_type == "falcon" and not cfg.get("alibi"):
+    if model_type == "falcon" and not config_bool(cfg, "alibi", False):
         raise ValueError("falcon without alibi uses RoPE: build it with build_falcon, not build_alibi")
     if model_type not in ("bloom", "falcon", "mpt"):
         raise ValueError(f"model_type must be 'bloom', 'mpt' or 'falcon' for ALiBi, got {model_type!r}")

@@ -62,10 +62,24 @@ def config_mapping(cfg: Mapping, name: str, value) -> dict:
     return dict(value)
 
 
+def config_bool(cfg: Mapping, name: str, default: bool) -> bool:
+    """The config flag ``name``: JSON's ``true`` or ``false``, ``default`` if absent, false if null (as
+    ``transformers`` reads it). A string such as ``"false"`` or a number is a ``ValueError``, where
+    ``transformers`` reads it by truthiness."""
+    if name not in cfg:
+        return default
+    value = cfg[name]
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"{_field(name)} must be true or false, got {value!r:.80} {_family(cfg)}")
+    return value
+
+
 def config_flags(cfg: Mapping, name: str, value, length: int) -> list:
-    """``value``, the config field ``name``, if it is a list of exactly ``length`` ints (one per layer, as
-    ``transformers`` requires); a string such as ``"0000"``, bools or another length is a ``ValueError``."""
-    if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+    """``value``, the config field ``name``, if it is a list of exactly ``length`` flags 0 or 1 (one per layer,
+    as ``transformers`` requires); a string such as ``"0000"``, bools, a 2 or another length is a ``ValueError``."""
+    if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or v not in (0, 1) for v in value):
         raise ValueError(f"{_field(name)} must be a list of ints (1: RoPE, 0: NoPE), got {value!r:.80} {_family(cfg)}")
     if len(value) != length:
         raise ValueError(
@@ -152,12 +166,18 @@ def field(cfg: Mapping, key: str, default=None, *, required: bool = False):
     return value
 
 
+#: The largest count of each kind a configuration may give, checked before anything is built
+#: (a layer, a head or a bucket is a row of some table; 10**9 heads would exhaust memory).
+MAXIMA = {"num_hidden_layers": MAX_LAYERS, "head_dim": MAX_HEAD_DIM, "num_attention_heads": 1 << 16}
+MAXIMA["relative_attention_num_buckets"] = 1 << 16
+
+
 def count(cfg: Mapping, key: str, default=None, maximum: int | None = None) -> int:
     """:func:`field` ``key`` (required unless ``default`` is given) checked by :func:`config_int`,
-    named as the configuration spells it."""
+    named as the configuration spells it, and at most ``maximum`` (by default ``MAXIMA[key]``)."""
     value = field(cfg, key, default, required=True)
     name = next((n for n in (key, *ALIASES.get(key, ())) if cfg.get(n) is not None), key)
-    return config_int(cfg, name, value, maximum)
+    return config_int(cfg, name, value, maximum if maximum is not None else MAXIMA.get(key))
 
 
 _LENGTH_TYPES = ("llama3", "yarn", "longrope")  # they read the trained length from the configuration
@@ -176,6 +196,12 @@ def rope_parameters(cfg: Mapping, params: Mapping | None, *, theta, nested: bool
     params = {key: value for key, value in dict(params or {}).items() if key != "partial_rotary_factor"}
     legacy = params.pop("type", None)
     rope_type = params.setdefault("rope_type", legacy or "default")
+    if not isinstance(rope_type, str):
+        where = "rope_parameters" if nested or cfg.get("rope_scaling") is None else "rope_scaling"
+        raise ValueError(
+            f"config[{where!r}]['rope_type'] must be a string naming the scaling, got {rope_type!r:.80} "
+            f"(model_type {cfg.get('model_type')!r:.80})"
+        )
     rope_type = params["rope_type"] = (renames or {}).get(rope_type, rope_type)
     inside = params.pop("rope_theta", None)  # a falsy base (0, [], {}) is an error, not the default
     params["rope_theta"] = config_number(cfg, "rope_theta", theta if inside is None else inside)
@@ -247,6 +273,8 @@ def _read_json(path: Path):
         ) from None
     except RecursionError:
         raise ValueError(f"config file {name} is nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as error:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise ValueError(f"config file {name} holds a number Python will not read: {error}") from None
 
 
 def config_dict(config) -> dict:
@@ -283,6 +311,8 @@ def config_dict(config) -> dict:
         raise ValueError(f"config must hold a JSON object, got {type(cfg).__name__}")
     cfg = _plain(cfg, "config")  # a deep copy: the builders may fill in defaults
     text = cfg.get("text_config")
+    if text is not None and not isinstance(text, Mapping):
+        raise ValueError(f"config['text_config'] must be a JSON object (the text model's fields), got {text!r:.80}")
     if isinstance(text, Mapping):
         outer = {key: value for key, value in cfg.items() if not key.endswith("_config")}
         cfg = {**outer, **text, "model_type": text.get("model_type") or cfg.get("model_type")}

@@ -114,6 +114,6 @@ def format_description(rows: list[dict]) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
     lines.insert(1, "  ".join("-" * width for width in widths))
     period = _period(keys)
-    if 1 < period < len(rows):
+    if 1 < period <= len(rows) // 2:  # a pattern is seen at least twice
         lines.append(f"pattern: the layers repeat every {period} ({len(rows)} layers)")
     return "\n".join(lines)

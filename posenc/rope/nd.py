@@ -61,6 +61,8 @@ def _grid_positions(shape, freqs_for: str, offsets, dtype: torch.dtype, device, 
     offsets = [0.0] * len(shape) if offsets is None else as_positions(offsets, "offsets").reshape(-1).tolist()
     if len(offsets) != len(shape):
         raise ValueError(f"offsets must have one number per axis ({len(shape)}), got {len(offsets)}")
+    if not all(math.isfinite(off) for off in offsets):
+        raise ValueError(f"offsets must be finite numbers, got {offsets}")
     kw = {"dtype": dtype, "device": device}
     line = (lambda n: torch.linspace(-1.0, 1.0, n, **kw)) if freqs_for == "pixel" else (lambda n: torch.arange(n, **kw))
     axes = [line(n) + off for n, off in zip(shape, offsets, strict=True)]  # len(shape) x [n_a]

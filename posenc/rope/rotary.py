@@ -70,6 +70,7 @@ from .._checks import (
     check_real,
     check_rope_args,
     check_rope_out,
+    check_table_size,
 )
 from ..layout import ROPE_LAYOUTS, layout_permutation
 from .cpu import rotate
@@ -214,6 +215,7 @@ def rope_cos_sin(
     check_float_dtype("dtype", dtype)
     positions = as_positions(positions)
     check_real("positions", positions)
+    check_table_size("head_dim", head_dim, positions.numel() * head_dim)  # the [*positions.shape, d] tables
     params = parse_scaling(scaling, resolve_base(base, scaling))
     seq_len = None
     if ROPE_SCALINGS[params["rope_type"]].length_dependent and positions.numel():

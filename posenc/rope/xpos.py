@@ -76,6 +76,8 @@ def _check_scale_range(power: torch.Tensor, log_zeta: torch.Tensor, dtype: torch
         torch._assert_async(reach <= limit, "xPos positions too far from center: scales leave the dtype's range")
         return
     reach = power.abs().max().item() * -log_zeta.min().item()
+    if not math.isfinite(reach):
+        raise ValueError("positions must be finite: a NaN or infinite position has no xPos scale")
     if reach > limit:
         far = power.abs().max().item()
         raise ValueError(
@@ -192,6 +194,8 @@ def apply_xpos(
     positions = check_qk(q, k, head_dim, positions=positions, offset=offset, inplace=False)
     if positions is None:
         positions = torch.arange(offset, offset + q.shape[-2], device=q.device)  # [s]
+    elif positions.is_floating_point() and not bool(torch.isfinite(positions).all()):  # a sync, float positions only
+        raise ValueError("positions must be finite: a NaN or infinite position has no xPos scale (nor a centre)")
     centred = positions
     if center is None and positions.numel():
         # the middle position, as a tensor (no host sync): s // 2 for 0 .. s - 1; in float64,

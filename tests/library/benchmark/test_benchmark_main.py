@@ -93,6 +93,21 @@ def test_out_that_is_not_a_regular_file_is_refused_even_with_force(tmp_path, cap
     assert pipe.is_fifo() and link.is_symlink() and target.read_text() == "{}"
 
 
+def test_out_under_a_folder_that_cannot_be_entered_is_refused(tmp_path, capsys, nothing_runs, monkeypatch):
+    """Asking whether --out is a folder may itself fail (a folder on the way without the x bit):
+    a clear error, exit 2, as for the experiments. Simulated: the tests may run as root."""
+    locked = tmp_path / "locked"
+
+    def no_entry(self):
+        if str(self).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied", str(locked / "x.json"))
+        return False
+
+    monkeypatch.setattr(Path, "is_dir", no_entry)
+    message = refused(capsys, ["--device", "cpu", "--out", str(locked / "x.json")])
+    assert message.endswith(f"--out {locked / 'x.json'} cannot be written: Permission denied ({locked / 'x.json'})")
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes in any folder")
 def test_out_in_a_read_only_folder_is_refused(tmp_path, capsys, nothing_runs):
     locked = tmp_path / "locked"

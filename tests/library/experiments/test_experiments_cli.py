@@ -95,6 +95,17 @@ def test_out_that_cannot_be_written_is_refused_before_training(tmp_path, capsys,
     assert list(tmp_path.iterdir()) == [tmp_path / "afile"]  # no trial file left
 
 
+def test_out_that_is_a_pipe_is_refused_without_reading_it(tmp_path, capsys, no_training):
+    """A FIFO as --out: the partial-file check does not open it (it would wait for a writer), and the
+    output check refuses it, --force or not."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for force in ([], ["--force"]):
+        message = refused(capsys, tiny(pipe) + force)
+        assert f"--out {pipe} is not a regular file (a device, a pipe or a socket)" in message
+    assert pipe.is_fifo()
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes in any folder")
 def test_out_in_a_read_only_folder_is_refused(tmp_path, capsys, no_training):
     locked = tmp_path / "locked"

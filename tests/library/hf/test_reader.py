@@ -414,6 +414,28 @@ def test_qwen25_model_card_yarn_and_transformers_object_agree():
     ) == describe(LLAMA_31_8B)
 
 
+def test_a_pattern_is_named_only_when_it_repeats():
+    """Four layers full, sliding, sliding, full repeat no period of 3: a pattern is seen twice at least."""
+
+    def gemma(layer_types):
+        text = {**GEMMA3_4B["text_config"], "num_hidden_layers": 4, "layer_types": layer_types}
+        return format_description(describe({**GEMMA3_4B, "text_config": text}))
+
+    assert "pattern: the layers repeat every 2 (4 layers)" in gemma(["full_attention", "sliding_attention"] * 2)
+    assert "pattern" not in gemma(["full_attention", "sliding_attention", "sliding_attention", "full_attention"])
+
+
+@pytest.mark.parametrize("flag, family", [("alibi", "falcon"), ("rope_interleave", "deepseek_v3")])
+def test_a_flag_of_null_reads_as_transformers_reads_it_and_a_string_is_refused(flag, family):
+    """JSON's null is false, as transformers' truthiness reads it; "no" would be true there, so it is refused."""
+    base = {"model_type": family, "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1}
+    absent, null = describe(base), describe({**base, flag: None})
+    assert null == describe({**base, flag: False})
+    assert (absent == null) == (flag == "alibi")  # falcon's alibi defaults to false, DeepSeek's interleave to true
+    with pytest.raises(ValueError, match=rf"config\['{flag}'\] must be true or false, got 'no'"):
+        describe({**base, flag: "no"})
+
+
 def test_format_description_shows_the_gemma3_pattern():
     text = format_description(describe(GEMMA3_4B))
     lines = text.splitlines()
@@ -746,6 +768,10 @@ def test_deepseek_yarn_without_factor_or_original_length_reads_as_transformers()
         (b"\xff\xfe{}", r"config file '.*config\.json' is not UTF-8 text: byte 0 is 0xff"),
         (b"[" * 100_000 + b"]" * 100_000, r"config file '.*config\.json' is nested more than 64 levels deep"),
         (b'{"a":' * 100 + b"1" + b"}" * 100, r"config is nested more than 64 levels deep"),
+        (
+            b'{"num_hidden_layers": 1' + b"0" * 5000 + b"}",
+            r"config file '.*config\.json' holds a number Python will not",
+        ),
     ],
 )
 def test_a_config_file_that_is_not_json_is_named(tmp_path, content, message):
