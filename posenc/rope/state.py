@@ -18,7 +18,7 @@ gets the same frequencies either way. A prompt shorter than ``L0`` after a long 
 reset, not rescaled; a prompt of exactly ``L0`` tokens (the test is strict) or longer is not.
 
 :class:`DynamicRopeState` holds that state; :class:`posenc.RotaryEmbedding` takes
-``dynamic_state="transformers"`` to use one, and a :class:`posenc.hf_rope.RopeLayer` takes one
+``dynamic_state="transformers"`` to use one, and a :class:`posenc.hf.layers.RotaryLayer` takes one (``dynamic_state``)
 (shared by the layers of a model, as ``transformers`` shares one rotary module).
 """
 
