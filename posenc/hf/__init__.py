@@ -20,7 +20,7 @@ positions, the less faithful one.
 from .bias_layers import ALiBiLayer, T5BiasLayer
 from .families import FAMILIES
 from .fields import config_dict
-from .layers import HFLayer, NoPELayer, RotaryLayer
+from .layers import HFLayer, NoPELayer, RecurrentLayer, RotaryLayer
 from .reader import describe, format_description, from_hf_config
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "ALiBiLayer",
     "HFLayer",
     "NoPELayer",
+    "RecurrentLayer",
     "RotaryLayer",
     "T5BiasLayer",
     "config_dict",

@@ -53,7 +53,7 @@ from .fields import (
     raw_rope_parameters,
     rope_parameters,
 )
-from .layers import NoPELayer, RotaryLayer
+from .layers import NoPELayer, RecurrentLayer, RotaryLayer
 
 __all__ = ["FAMILIES"]
 
@@ -149,24 +149,29 @@ def build_gptj(cfg: dict) -> list:
     return [layer] * _num_layers(cfg)
 
 
-def _gemma3_layer_types(cfg: dict) -> list[str]:
+def _layer_types(cfg: dict, allowed: tuple[str, ...], every: int, other: str) -> list[str]:
     """Each layer's type: ``layer_types`` (one per layer, ``"attention"`` read as ``"full_attention"``,
-    as ``transformers`` 5 remaps it), else every ``sliding_window_pattern``-th layer global."""
+    as ``transformers`` 5 remaps it), else every ``every``-th layer (1-based) ``"full_attention"``
+    and the others ``other``, as the family's configuration class fills it in."""
     n, kinds = _num_layers(cfg), cfg.get("layer_types")
     if kinds is None:
-        pattern = count(cfg, "sliding_window_pattern")
-        # every pattern-th layer (1-based) attends globally, the others within the sliding window
-        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+        return [other if (i + 1) % every else "full_attention" for i in range(n)]
     if not isinstance(kinds, (list, tuple)) or len(kinds) != n:
         size = f"{len(kinds)} entries" if isinstance(kinds, (list, tuple)) else f"{kinds!r:.80}"
         raise ValueError(f"config['layer_types'] must be a list of num_hidden_layers = {n} names, got {size}")
     kinds = ["full_attention" if kind == "attention" else kind for kind in kinds]
-    bad = [kind for kind in kinds if kind not in _NESTED]
+    bad = [kind for kind in kinds if kind not in allowed]
     if bad:
         raise ValueError(
-            f"config['layer_types'] entries must be one of {', '.join(map(repr, _NESTED))}, got {bad[0]!r:.80}"
+            f"config['layer_types'] entries must be one of {', '.join(map(repr, allowed))}, got {bad[0]!r:.80}"
         )
     return kinds
+
+
+def _gemma3_layer_types(cfg: dict) -> list[str]:
+    """Gemma 3: every ``sliding_window_pattern``-th layer global unless ``layer_types`` says."""
+    every = count(cfg, "sliding_window_pattern") if cfg.get("layer_types") is None else 1
+    return _layer_types(cfg, _NESTED, every, "sliding_attention")
 
 
 def _gemma3_rope(cfg: dict) -> dict:
@@ -219,6 +224,66 @@ def build_falcon(cfg: dict) -> list:
     if config_bool(cfg, "alibi", False):
         return build_alibi(cfg)
     return build_rope({**cfg, "head_dim": None})  # transformers: hidden_size // num_attention_heads
+
+
+def build_gpt_oss(cfg: dict) -> list:
+    """gpt-oss (OpenAI 2025): RoPE in every layer, ``half`` layout, YaRN with ``truncate: false``
+    (the ramp's ends are not rounded to whole pairs), ``head_dim ** -0.5``. Its sliding and full
+    layers (``layer_types``, alternating) share the positions; the learned sink logit of each
+    head is a term of the softmax's denominator, not a position, and is left out here."""
+    _layer_types(cfg, _NESTED, 2, "sliding_attention")  # checked, as transformers reads them
+    return build_rope(cfg)
+
+
+def build_smollm3(cfg: dict) -> list:
+    """SmolLM3 (Hugging Face 2025): ``no_rope_layers[i] == 1`` means layer ``i`` *uses* RoPE (``half``
+    layout, ``head_dim ** -0.5``); by default every ``no_rope_layer_interval``-th (4th) layer has none."""
+    n, head_dim = _num_layers(cfg), _head_dim(cfg)
+    given = cfg.get("no_rope_layers")
+    if given is None or isinstance(given, (list, tuple)) and not given:
+        interval = count(cfg, "no_rope_layer_interval")
+        use_rope = [int((i + 1) % interval != 0) for i in range(n)]
+    else:
+        use_rope = config_flags(cfg, "no_rope_layers", given, n)
+    rope = _rotary(cfg, head_dim, head_dim, _flat_rope(cfg), softmax_scale=head_dim**-0.5)
+    nope = NoPELayer(softmax_scale=head_dim**-0.5, head_dim=head_dim)
+    return [rope if flag else nope for flag in use_rope]
+
+
+def build_cohere2(cfg: dict) -> list:
+    """Cohere Command R7B and Command A (``cohere2``): sliding-window layers turn pairs ``(2i, 2i + 1)``
+    (``interleaved``); every ``sliding_window_pattern``-th (4th) layer is global and has no positions."""
+    head_dim = _head_dim(cfg)
+    every = count(cfg, "sliding_window_pattern", default=4) if cfg.get("layer_types") is None else 1
+    kinds = _layer_types(cfg, _NESTED, every, "sliding_attention")
+    rope = _rotary(cfg, head_dim, head_dim, _flat_rope(cfg), style="interleaved", softmax_scale=head_dim**-0.5)
+    nope = NoPELayer(softmax_scale=head_dim**-0.5, head_dim=head_dim)
+    return [rope if kind == "sliding_attention" else nope for kind in kinds]
+
+
+def build_glm4(cfg: dict) -> list:
+    """GLM-4 (dense, ``glm4``): RoPE on the first ``partial_rotary_factor`` (half) of each head, pairs
+    ``(2i, 2i + 1)`` (``interleaved``), as its ``apply_rotary_pos_emb`` lays cos and sin out."""
+    return build_rope(cfg, params=_flat_rope(cfg), rotary_fraction=_partial(cfg, 0.5), style="interleaved")
+
+
+def build_glm4_moe(cfg: dict) -> list:
+    """GLM-4.5 (``glm4_moe``): RoPE on the first half of each head, pairs ``(i, i + r/2)`` (``half``):
+    the dense GLM-4's layout is not this one."""
+    return build_rope(cfg, params=_flat_rope(cfg), rotary_fraction=_partial(cfg, 0.5))
+
+
+def build_qwen3_next(cfg: dict) -> list:
+    """Qwen3-Next: every ``full_attention_interval``-th (4th) layer is attention with RoPE on the first
+    quarter of each head (``half``); the others are gated linear attention (Gated DeltaNet), a
+    recurrence that carries order itself: :class:`~posenc.hf.layers.RecurrentLayer`."""
+    head_dim = _head_dim(cfg)
+    every = count(cfg, "full_attention_interval", default=4) if cfg.get("layer_types") is None else 1
+    kinds = _layer_types(cfg, ("full_attention", "linear_attention"), every, "linear_attention")
+    rotary_dim = int(head_dim * _partial(cfg, 0.25))
+    rope = _rotary(cfg, head_dim, rotary_dim, _flat_rope(cfg), softmax_scale=head_dim**-0.5)
+    recurrent = RecurrentLayer(softmax_scale=head_dim**-0.5, head_dim=head_dim)
+    return [rope if kind == "full_attention" else recurrent for kind in kinds]
 
 
 def _as_dict(cfg) -> dict:
@@ -286,11 +351,15 @@ def deepseek_softmax_scale(qk_head_dim: int, params: Mapping) -> float:
 
 
 def build_deepseek(cfg: dict) -> list:
-    """DeepSeek-V2/V3's layers: multi-head latent attention with RoPE on the last ``qk_rope_head_dim`` channels.
+    """DeepSeek-V2/V3/V3.2's layers: multi-head latent attention with RoPE on the last ``qk_rope_head_dim`` channels.
+
+    Kimi K2 is a DeepSeek-V3 configuration (``model_type`` ``"deepseek_v3"``). V3.2 always reorders
+    MLA's pairs (``deinterleave``); its lightning indexer, which scores which keys to attend to,
+    turns its own rope channels in the ``half`` layout, not MLA's: that part is not built here.
 
     Args:
-        cfg: ``DeepseekV2Config`` or ``DeepseekV3Config`` as a dict (``model_type``
-            ``"deepseek_v2"`` or ``"deepseek_v3"``).
+        cfg: ``DeepseekV2Config``, ``DeepseekV3Config`` or ``DeepseekV32Config`` as a dict (``model_type``
+            ``"deepseek_v2"``, ``"deepseek_v3"`` or ``"deepseek_v32"``).
 
     Returns:
         ``num_hidden_layers`` :class:`~posenc.hf.layers.RotaryLayer` (``kind="mla_rope"``)
@@ -301,8 +370,8 @@ def build_deepseek(cfg: dict) -> list:
     """
     cfg = _as_dict(cfg)
     model_type = cfg.get("model_type")
-    if model_type not in ("deepseek_v2", "deepseek_v3"):
-        raise ValueError(f"model_type must be 'deepseek_v2' or 'deepseek_v3', got {model_type!r}")
+    if model_type not in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
+        raise ValueError(f"model_type must be 'deepseek_v2', 'deepseek_v3' or 'deepseek_v32', got {model_type!r}")
     n = count(cfg, "num_hidden_layers", maximum=MAX_LAYERS)
     heads = count(cfg, "num_attention_heads")
     nope = count(cfg, "qk_nope_head_dim", maximum=MAX_HEAD_DIM)
@@ -310,6 +379,8 @@ def build_deepseek(cfg: dict) -> list:
     params = _flat_rope(cfg)
     if model_type == "deepseek_v2":
         style = "complex"
+    elif model_type == "deepseek_v32":  # MLA always reorders; its indexer (not built here) does not
+        style = "deinterleave"
     else:  # transformers tests the flag's truth: None means no
         style = "deinterleave" if config_bool(cfg, "rope_interleave", True) else "half"
     rope_inv_freq(rope, scaling=params)  # bad parameters raise here, before the softmax scale reads them
@@ -411,4 +482,11 @@ FAMILIES: dict[str, Callable[[dict], list]] = {
     "bloom": build_alibi,
     "mpt": build_alibi,
     "t5": build_t5,
+    "gpt_oss": build_gpt_oss,
+    "smollm3": build_smollm3,
+    "cohere2": build_cohere2,
+    "glm4": build_glm4,
+    "glm4_moe": build_glm4_moe,
+    "qwen3_next": build_qwen3_next,
+    "deepseek_v32": build_deepseek,
 }

@@ -92,7 +92,9 @@ def raw_rope_parameters(cfg: Mapping) -> dict:
     """The RoPE parameters as written, read as ``transformers`` 5 reads them: ``rope_scaling``
     when it is given and not empty, else ``rope_parameters`` (``convert_rope_params_to_dict``)."""
     scaling = config_mapping(cfg, "rope_scaling", cfg.get("rope_scaling"))
-    return scaling or config_mapping(cfg, "rope_parameters", cfg.get("rope_parameters"))
+    if scaling or cfg.get("rope_parameters") is not None:
+        return scaling or config_mapping(cfg, "rope_parameters", cfg.get("rope_parameters"))
+    return dict(DEFAULTS.get(cfg.get("model_type"), {}).get("rope_parameters", {}))  # the class's own
 
 
 #: Other spellings of a field, in older or other families' configurations (GPT-2 style, BLOOM, MPT, T5).
@@ -144,6 +146,29 @@ DEFAULTS: dict[str, dict] = {
     "deepseek_v2": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 2048},
     "deepseek_v3": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 4096},
     "mpt": {"max_seq_len": 2048},
+    "gpt_oss": {
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "rope_theta": 150_000.0,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+        },
+    },  # fmt: skip
+    "smollm3": {"max_position_embeddings": 32768, "rope_theta": 2_000_000.0, "no_rope_layer_interval": 4},
+    "cohere2": {"head_dim": 128, "max_position_embeddings": 8192},
+    "glm4": {"head_dim": 128, "max_position_embeddings": 131072, "rope_parameters": {"partial_rotary_factor": 0.5}},
+    "glm4_moe": {"max_position_embeddings": 131072, "rope_parameters": {"partial_rotary_factor": 0.5}},
+    "qwen3_next": {
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        "rope_parameters": {"partial_rotary_factor": 0.25},
+    },
+    "deepseek_v32": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 163840},
     "t5": {"d_kv": 64, "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128},
 }
 #: ``max_position_embeddings`` of each family's configuration class (dynamic NTK, and the trained length

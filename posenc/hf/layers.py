@@ -213,6 +213,13 @@ class NoPELayer(HFLayer):
         return row
 
 
+class RecurrentLayer(NoPELayer):
+    """A layer whose recurrence carries order itself (Qwen3-Next's gated linear attention): no position
+    encoding is applied, and its ``scores`` are those of plain attention, for comparison only."""
+
+    kind = "recurrence"
+
+
 class RotaryLayer(HFLayer):
     """RoPE on the first (or, for MLA, the last) ``rotary_dim`` channels of q and k; the rest pass through.
 

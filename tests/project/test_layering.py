@@ -168,7 +168,11 @@ def test_the_library_imports_torch_alone_at_module_level(module):
 LAZY_TARGETS = ("posenc.triton_rope",)
 #: (module, target): Ctrl-C while the command line loads exits in one line; reading the recorded
 #: data needs no torch until the names of the library are listed.
-LAZY_PAIRS = {("posenc.experiments.__main__", "posenc.experiments.cli"), ("posenc_book.data", "posenc")}
+LAZY_PAIRS = {
+    ("posenc.experiments.__main__", "posenc.experiments.cli"),  # a Ctrl-C while the command line loads
+    ("posenc.hf.__main__", "posenc.hf.cli"),  # the same
+    ("posenc_book.data", "posenc"),
+}
 
 
 def private_names(path: Path) -> list[tuple[str, str]]:
