@@ -241,3 +241,17 @@ def test_a_new_edition_is_an_entry_of_editions_yaml_and_no_code(monkeypatch):
     assert files["zh-hant/book/06_rope.ipynb"] == (ROOT / "zh-hant" / "book" / "06_rope.ipynb").read_text(
         encoding="utf-8"
     )
+
+
+def test_the_translated_ledger_names_the_chapters_the_english_names():
+    """A reason that says 第 9 章 where the English says chapter 11 was translated before a renumbering."""
+    english = {c["id"]: c for c in yaml.safe_load((ROOT / "posenc_book" / "data" / "claims.yaml").read_text("utf-8"))}
+    translated = yaml.safe_load((ROOT / "posenc_book" / "data" / "claims.zh-hans.yaml").read_text("utf-8"))
+    wrong = []
+    for key, entry in translated.items():
+        text = english[key]["claim"] + " " + english[key]["reason"]
+        named = set(re.findall(r"[Cc]hapters? (\d+)", text)) | set(re.findall(r"(?:,| and| or) (\d+)\b", text))
+        wrong += [
+            f"{key}: 第 {n} 章" for n in re.findall(r"第 (\d+) 章", entry["claim"] + entry["reason"]) if n not in named
+        ]
+    assert wrong == []
