@@ -29,7 +29,7 @@ LINES = re.compile(
     r"|文件中的哪一行|最後一行會說明|合併為一行|逐行手工計算|逐行審查|行號"
 )
 #: Words in which 行 is neither a row nor a line.
-WORDS_WITH_HANG = re.compile(r"執行|進行|運行|並行|平行|行為|換行|可行|自行|另行|不行|行不通|各行其是|反其道而行")
+WORDS_WITH_HANG = re.compile(r"執行|進行|運行|並行|平行|行為|換行|可行|自行|另行|不行|行不通|各行其是|反其道而行|行程")
 #: Words in which 列 is not a column (a sequence, a list, to list, to line up).
 WORDS_WITH_LIE = re.compile(
     r"序列|列表|排列|列出|系列|数列|并列|队列|列举|罗列|下列|列入|列为|列在|列成|所列|各列一张表"
@@ -240,12 +240,19 @@ TAIWAN = {  # the phrase table's Taiwan words, and the contexts its short keys m
     "剔除异常值": "剔除異常值",
     "直接取自包中源码": "直接取自套件中原始碼",
     "打包中的序列": "打包中的序列",
+    # from a Taiwanese reader's review
+    "缺省时取配置类的默认值": "未設定時取設定類別的預設值",
+    "没有通过这项检验": "沒有通過這項檢驗",
+    "按原文的说法得不到支持": "按原文的說法得不到支持",
+    "三个只依赖 torch 的小函数": "三個只依賴 torch 的小函式",
+    "从 wheel 安装的包": "從 wheel 安裝的套件",
+    "同一个 pytest 进程": "同一個 pytest 行程",
 }
 #: Mainland words the Traditional edition must not show (Taiwan: 傳回, 執行, 示範, 註解, 亂數,
 #: 視窗, 長程, a RoPE 類型; 效能 is speed, a model's quality its 表現).
 MAINLAND_WORDS = re.compile(r"返回|運行|演示|註釋|隨機數|窗口|遠程|rope 型別|效能下降|更好的效能")
-#: 核心 where it is not a compute kernel: a Jupyter kernel, a core API, core code.
-CORE = re.compile(r"核心(?:啟動的時間| API|程式碼)")
+#: 核心 where it is not a compute kernel: a Jupyter kernel, a core API, core code, a CPU core.
+CORE = re.compile(r"核心(?:啟動的時間| API|程式碼)|CPU 核心")
 
 
 @pytest.mark.parametrize("simplified", TAIWAN)
