@@ -1026,3 +1026,23 @@ def test_a_rotary_layer_gives_its_frequencies_after_scaling(name):
     assert got.shape == (layer.rotary_dim // 2,) and torch.equal(got, want)
     plain, _ = rope_inv_freq(layer.rotary_dim, base=layer.base)
     assert got[0] == plain[0] and got[-1] < plain[-1]  # the scalings stretch the slowest pairs only
+
+
+def test_the_two_readings_where_transformers_refuses_are_as_the_api_page_says():
+    """book/api.md lists them: a YaRN factor left out, and Phi-3 with a linear scaling."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    base = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, "max_position_embeddings": 256}
+    yarn = {
+        **base,
+        "model_type": "llama",
+        "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 64},
+    }
+    with pytest.raises(KeyError, match="factor"):
+        LlamaRotaryEmbedding(transformers.LlamaConfig(**{k: v for k, v in yarn.items() if k != "model_type"}))
+    assert describe(yarn)[0]["scaling"] == "yarn x4"  # 256 / 64
+    phi3 = {**base, "model_type": "phi3", "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    with pytest.raises(Exception, match="rope_parameters"):
+        transformers.Phi3Config(**{k: v for k, v in phi3.items() if k != "model_type"})
+    assert describe(phi3)[0]["scaling"] == "linear x2"
