@@ -1,16 +1,9 @@
 """``python -m posenc.hf path/to/config.json``: see :mod:`posenc.hf.cli`.
 
-Ctrl-C while it reads or prints exits with status 130 and one line, no traceback.
+Ctrl-C while it reads or prints exits with status 130 and one line (:func:`posenc._entry.run`).
 """
 
-import sys
+from .._entry import run
 
 if __name__ == "__main__":
-    try:
-        from .cli import main
-
-        status = main()
-    except KeyboardInterrupt:
-        print("python -m posenc.hf interrupted", file=sys.stderr)
-        status = 130
-    sys.exit(status)
+    run("posenc.hf.cli", "python -m posenc.hf")

@@ -1046,3 +1046,17 @@ def test_the_two_readings_where_transformers_refuses_are_as_the_api_page_says():
     with pytest.raises(Exception, match="rope_parameters"):
         transformers.Phi3Config(**{k: v for k, v in phi3.items() if k != "model_type"})
     assert describe(phi3)[0]["scaling"] == "linear x2"
+
+
+def test_ctrl_c_in_the_reader_s_command_line_exits_130_in_one_line(monkeypatch, capsys):
+    from posenc.hf import cli
+
+    def interrupted(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "main", interrupted)
+    with pytest.raises(SystemExit) as info:
+        runpy.run_module("posenc.hf", run_name="__main__", alter_sys=False)
+    assert info.value.code == 130
+    err = capsys.readouterr().err
+    assert err == "python -m posenc.hf interrupted\n"
