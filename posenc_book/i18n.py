@@ -14,6 +14,7 @@ a notebook runs in ``/content``, set ``os.environ["POSENC_BOOK_LANG"] = "zh-hans
 from __future__ import annotations
 
 import os
+import re
 from functools import cache
 from pathlib import Path
 
@@ -123,6 +124,31 @@ def source_name(document: str, lang: str | None = None, *, capital: bool = False
         raise ValueError(f"document must be one of {', '.join(names)}; got {document!r}")
     name = names[document]
     return name[0].upper() + name[1:] if capital else name
+
+
+#: The quotation marks of the Chinese editions: the Simplified “…”, the Traditional (Taiwan) 「…」.
+QUOTE_MARKS = {"zh-hans": ("“", "”"), "zh-hant": ("「", "」")}
+
+
+def source_quotes(text: str, lang: str) -> list[tuple[str, re.Match]]:
+    """Where a Chinese edition's ``text`` quotes a source document: ``[(document, match)]``.
+
+    A quotation is a “…” (「…」 in Taiwan usage) that follows the document's name (《…》) in
+    the same sentence, within 40 characters; ``match.group("quote")`` is the quoted text, which
+    is the document's own sentence as written (in its own script) in both Chinese editions.
+    """
+    names = SOURCE_NAMES[check_language(lang)]
+    if lang == "en":
+        raise ValueError("lang must be a Chinese edition (zh-hans or zh-hant); English quotes are translations")
+    by_name = {name: document for document, name in names.items()}
+    opens, closes = QUOTE_MARKS[lang]
+    pattern = re.compile(
+        "(?P<name>"
+        + "|".join(map(re.escape, by_name))
+        + f")[^{opens}{closes}。\\n]{{0,40}}?"
+        + f"{opens}(?P<quote>[^{closes}\\n]+){closes}"
+    )
+    return [(by_name[m.group("name")], m) for m in pattern.finditer(text)]
 
 
 def check_language(lang: str, argument: str = "lang") -> str:

@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # the sibling scripts
 import manifest  # noqa: E402
 
+from posenc_book.i18n import source_quotes  # noqa: E402
 from posenc_book.ledger import TEX, section_id  # noqa: E402
 
 BOOK = ROOT / "book"
@@ -62,6 +63,7 @@ PAGES = tuple(manifest.pages())  # the reference pages of the toc, translated li
 LOCALISED = "localised-output"
 ROW, COLUMN = "\uf8fe", "\uf8ff"  # a row's 行 and a column's 列 while OpenCC runs (private use)
 LATIN_START, LATIN_END = "\uf8fc", "\uf8fd"  # where a phrase begins or ends with a Latin letter
+QUOTE = 0xF400  # the n-th quotation of a source while the text is converted (private use)
 ANCHOR = re.compile(r'^<div id="[^"]*" class="en-anchor"></div>\n\n', re.M)
 FENCE = re.compile(r"^(```|~~~)")
 MARK = re.compile(r"^<!-- (cell|alt|caption): (\S+) -->$", re.M)
@@ -98,6 +100,7 @@ class Converter:
         import opencc
 
         spec = edition.convert
+        self.source = edition.source
         self.cc = opencc.OpenCC(spec["opencc"])
         rows = [line.split("\t") for line in (ROOT / spec["phrases"]).read_text(encoding="utf-8").splitlines()]
         self.phrases = sorted((r for r in rows if len(r) == 2 and not r[0].startswith("#")), key=lambda r: -len(r[0]))
@@ -122,6 +125,11 @@ class Converter:
         return text
 
     def __call__(self, text: str) -> str:
+        # a quotation of a source document is its sentence as written: it is not converted
+        quotes = [m for _, m in source_quotes(text, self.source)]
+        for number, match in enumerate(reversed(quotes)):
+            start, end = match.span("quote")
+            text = text[:start] + chr(QUOTE + number) + text[end:]
         text = self.mark_rows_and_columns(text)
         kept = []
         for simplified, traditional in self.phrases:  # longest first; private-use marks survive OpenCC
@@ -137,6 +145,8 @@ class Converter:
             text = text.replace(ROW, self.row_words[0]).replace(COLUMN, self.row_words[1])  # Taiwan: 列, 欄
         text = re.sub(f"(?<=[\u4e00-\u9fff]){LATIN_START}", " ", text)  # 融合 kernel, kernel 的
         text = re.sub(f"{LATIN_END}(?=[\u4e00-\u9fff])", " ", text)
+        for number, match in enumerate(reversed(quotes)):
+            text = text.replace(chr(QUOTE + number), match.group("quote"))
         return text.replace(LATIN_START, "").replace(LATIN_END, "")
 
 

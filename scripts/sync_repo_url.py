@@ -56,18 +56,32 @@ def site_url() -> str:
 
 
 def install_cell() -> str:
-    """The source of every chapter's first code cell."""
+    """The source of every chapter's first code cell.
+
+    Where the notebook sits in the book's sources (a clone, a release's source archive), it
+    installs those; elsewhere (Colab, a notebook on its own) the repository the book is
+    published from, and if that cannot be reached it says where to get the sources."""
     url = repository()[0]
     return f"""{INSTALL_MARK} install it first.
 import importlib
 import importlib.util
+import pathlib
 import subprocess
 import sys
 
 if importlib.util.find_spec("posenc_book") is None:
+    # the sources this notebook is in, if any; else the book's repository
+    here = pathlib.Path.cwd().resolve()
+    tops = [f for f in (here, *here.parents) if (f / "posenc_book" / "data").is_dir()]
     package = "posenc[book] @ git+{url}"
+    if tops:
+        package = f"{{tops[0]}}[book]"
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, package], check=True)
+    if subprocess.run([*pip, package]).returncode != 0:
+        raise RuntimeError(
+            f"pip could not install {{package}}. Get the book's sources (a clone or a "
+            "release's source archive) and run this notebook from its folder in them."
+        )
     importlib.invalidate_caches()"""
 
 

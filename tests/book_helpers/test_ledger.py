@@ -221,3 +221,43 @@ def test_every_source_has_a_label_with_its_year():
         assert key in SOURCES, f"add a label for {key} to posenc_book.ledger.SOURCES"
         year = re.search(rf"@\w+\{{{key},.*?year\s*=\s*\{{(\d{{4}})\}}", bib, re.S).group(1)
         assert SOURCES[key].endswith(year), (key, SOURCES[key], year)
+
+
+def chinese_quotes() -> list[tuple[str, str, str, str]]:
+    """(edition, page, document, quote) for every quotation of a source in the Chinese editions."""
+    from posenc_book.i18n import source_quotes
+
+    found = []
+    for lang in ("zh-hans", "zh-hant"):
+        for path in sorted((ROOT / lang / "book").glob("*.ipynb")):
+            for cell in nbformat.read(path, as_version=4).cells:
+                if cell.cell_type == "markdown":
+                    found += [(lang, path.stem, doc, m["quote"]) for doc, m in source_quotes(cell.source, lang)]
+        for path in sorted((ROOT / lang / "book").glob("*.md")):
+            text = path.read_text(encoding="utf-8")
+            found += [(lang, path.stem, doc, m["quote"]) for doc, m in source_quotes(text, lang)]
+    return found
+
+
+QUOTES = chinese_quotes()
+
+
+def test_the_chinese_editions_quote_the_sources_alike():
+    """Both editions quote: the Traditional edition's quotations are the Simplified one's, not
+    converted (a quotation is the document's sentence in its own script)."""
+    hans = [(page, doc, quote) for lang, page, doc, quote in QUOTES if lang == "zh-hans"]
+    hant = [(page, doc, quote) for lang, page, doc, quote in QUOTES if lang == "zh-hant"]
+    assert len(hans) >= 25 and hans == hant
+
+
+@pytest.mark.parametrize("lang, page, document, quote", [q for q in QUOTES if q[0] == "zh-hans"])
+def test_a_chinese_quotation_is_the_sources_sentence_as_written(lang, page, document, quote):
+    """Where a Chinese page quotes a source (“…” after its 《name》), the quotation is in the
+    document, verbatim (whitespace aside), as the ledger's quotes are."""
+    folder = seeds_dir()
+    if folder is None:
+        pytest.skip("the source documents are not here: set POSENC_SEEDS to the folder of 000_*.txt ... 004_*.txt")
+    (path,) = folder.glob(f"{document}_*.txt")
+    assert normalise(quote) in normalise(path.read_text(encoding="utf-8")), (
+        f"{lang}/book/{page}: the quotation of {path.name} is not its own sentence: {quote!r}"
+    )

@@ -260,7 +260,7 @@ TEST_AREAS = {
 ACROSS_MODULES = ("fuzz_", "module_caches")
 
 #: Test modules of the book as a whole, beside the one-per-chapter ones.
-WHOLE_BOOK = ("exercises_", "notebooks")
+WHOLE_BOOK = ("exercises_", "notebooks", "prose_numbers")
 
 #: What tests/ holds besides the areas: the shared code every area imports.
 SHARED = {"conftest.py", "repo.py", "helpers.py", "fuzzing.py", "reading_time.py"}

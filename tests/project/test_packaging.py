@@ -1,6 +1,7 @@
 """The ways the book is installed and run agree: pins, extras, Binder, Colab, CI, make."""
 
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -123,6 +124,31 @@ def test_every_chapter_starts_by_installing_the_package_where_it_is_missing():
         assert "".join(code[0]["source"]) == cell, f"{path.name}: first code cell is not the install cell"
         assert code[0]["outputs"] == [], "the install cell prints nothing where the package is installed"
         assert code[0]["metadata"].get("tags") == ["hide-cell"], "the site folds the install cell away"
+
+
+@pytest.mark.parametrize("where", ["book", "zh-hant/book", "outside", "outside, pip fails"])
+def test_the_install_cell_installs_the_sources_it_sits_in_else_the_repository(where, tmp_path, monkeypatch):
+    """Run where the package is missing: from a folder of the sources it installs those (no
+    address is needed, wherever the sources came from); elsewhere the published repository,
+    and a failed pip is one clear error, not a traceback from inside subprocess."""
+    calls = []
+
+    def pip(command, **kwargs):
+        calls.append(command[-1])
+        return subprocess.CompletedProcess(command, 1 if "fails" in where else 0)
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.setattr(subprocess, "run", pip)
+    monkeypatch.chdir(tmp_path if where.startswith("outside") else ROOT / where)
+    cell = sync_repo_url.install_cell()
+    if "fails" in where:
+        with pytest.raises(RuntimeError, match="pip could not install posenc.book. @ git.*sources"):
+            exec(cell, {})
+    else:
+        exec(cell, {})
+    url = sync_repo_url.repository()[0]
+    expected = f"posenc[book] @ git+{url}" if where.startswith("outside") else f"{ROOT.resolve()}[book]"
+    assert calls == [expected]
 
 
 def test_package_data_ships_in_the_wheel_configuration():

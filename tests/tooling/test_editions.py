@@ -137,6 +137,15 @@ def test_traditional_conversion_uses_the_phrase_table():
     assert hant("`x = 1`, $\\theta_i$") == "`x = 1`, $\\theta_i$"
 
 
+def test_a_quotation_of_a_source_is_not_converted():
+    """Around a quotation the text becomes Taiwan usage; the quotation keeps the document's words
+    and script (性能 is not 表現 there, 数据 not 資料)."""
+    hant = editions.Converter(editions.manifest.edition("zh-hant"))
+    text = "《实现讲解》说正弦编码“在性能和数据上都很好”，这个说法的数据不足。"
+    assert hant(text) == "《實現講解》說正弦編碼「在性能和数据上都很好」，這個說法的資料不足。"
+    assert hant("“在性能和数据上都很好”") == "「在效能和資料上都很好」"  # without the name, it is ordinary text
+
+
 def test_the_ledger_words_of_the_traditional_edition_are_the_converted_simplified_ones():
     """posenc_book cannot run OpenCC on a reader's machine, so its Traditional words are
     written out; they must be what the Traditional edition's conversion makes of the

@@ -20,6 +20,8 @@ import nbformat
 import pytest
 from repo import ROOT
 
+from posenc_book import i18n
+
 #: 行 as a line of text or code in the Traditional edition: the only 行 a row may not be.
 LINES = re.compile(
     r"\d+ 行(?:程式碼|實作|顯示出來的程式碼)"  # 25 行程式碼, 25 行實作 RoPE, 每分鐘讀 20 行顯示出來的程式碼
@@ -51,8 +53,17 @@ KEPT = {  # lines of text and code, and 行 and 列 in other words, as s2twp wri
 }
 
 
+def without_quotations(text: str) -> str:
+    """The Traditional ``text`` without its quotations of the sources: those are the documents'
+    words as written (not converted), so their 行 and 列 are theirs, not the book's."""
+    for _, match in reversed(i18n.source_quotes(text, "zh-hant")):
+        text = text[: match.start("quote")] + text[match.end("quote") :]
+    return text
+
+
 def traditional_texts() -> list[tuple[str, str]]:
-    """``(where, text)`` of every converted text of the Traditional edition as committed."""
+    """``(where, text)`` of every converted text of the Traditional edition as committed,
+    its quotations of the sources left out (:func:`without_quotations`)."""
     found = []
     for path in sorted((ROOT / "zh-hant" / "book").glob("*.ipynb")):
         for number, cell in enumerate(nbformat.read(path, as_version=4).cells):
@@ -66,7 +77,7 @@ def traditional_texts() -> list[tuple[str, str]]:
         found.append((path.name, path.read_text(encoding="utf-8")))
     for name in ("claims.zh-hant.yaml", "errata.zh-hant.yaml"):
         found.append((name, (ROOT / "posenc_book" / "data" / name).read_text(encoding="utf-8")))
-    return found
+    return [(where, without_quotations(text)) for where, text in found]
 
 
 @cache
@@ -184,12 +195,12 @@ def test_the_traditional_glossary_gives_the_simplified_edition_s_terms():
 
     fields = glossary_fields("zh-hant", "簡體")
     assert len(fields) == len(glossary_fields("zh-hans", "繁体")) > 25
-    assert {k: fields[k] for k in ("因果遮罩", "鍵值快取", "位置內插", "局部注意力", "腦浮點數")} == {
+    assert {k: fields[k] for k in ("因果遮罩", "鍵值快取", "位置內插", "局部注意力與全域注意力", "bfloat16")} == {
         "因果遮罩": "因果掩码",
         "鍵值快取": "键值缓存",
         "位置內插": "位置插值",
-        "局部注意力": "局部注意力、全局注意力",
-        "腦浮點數": "bfloat16（脑浮点数）",
+        "局部注意力與全域注意力": "局部注意力与全局注意力",
+        "bfloat16": "bfloat16",
     }
     hans = (ROOT / "zh-hans" / "book" / "glossary.md").read_text(encoding="utf-8")
     outside_fields = editions.GLOSSARY_FIELD.sub("", hans)
