@@ -106,7 +106,8 @@ def cope_bias(q: torch.Tensor, positions: torch.Tensor, pos_emb: torch.Tensor) -
     logits_int = q @ pos_emb.to(q.dtype).T  # [..., s, P]: q_i . e[n] for every integer n
     floor = positions.floor()
     w = positions - floor  # [..., s, s], the fractional part
-    shape = torch.broadcast_shapes(logits_int.shape[:-1], positions.shape[:-1])
+    # the leading dims of q and positions, broadcast (torch.broadcast_shapes imports torch._refs: seconds)
+    shape = (logits_int[..., :1] + positions[..., :1]).shape[:-1]
     logits_int = logits_int.expand(*shape, top + 1)
     at_floor = logits_int.gather(-1, floor.long().expand(*shape, s))  # [..., s, s]
     at_ceil = logits_int.gather(-1, positions.ceil().long().expand(*shape, s))
