@@ -62,8 +62,13 @@ def cope_positions(gates: torch.Tensor, *, max_position: float | None = None) ->
     # p_ij = sum_{t >= j} g_it: a cumulative sum from the right
     positions = g.flip(-1).cumsum(-1).flip(-1)  # [..., s, s]
     if max_position is not None:
-        if isinstance(max_position, bool) or not isinstance(max_position, (int, float)) or max_position < 0:
-            raise ValueError(f"max_position must be a number >= 0 or None, got {max_position!r}")
+        if (
+            isinstance(max_position, bool)
+            or not isinstance(max_position, (int, float))
+            or not math.isfinite(max_position)
+            or max_position < 0
+        ):
+            raise ValueError(f"max_position must be a finite number >= 0 or None, got {max_position!r}")
         positions = positions.clamp(max=float(max_position))
     return positions
 
@@ -97,6 +102,8 @@ def cope_bias(q: torch.Tensor, positions: torch.Tensor, pos_emb: torch.Tensor) -
     if pos_emb.dim() != 2 or pos_emb.shape[1] != q.shape[-1]:
         raise ValueError(f"pos_emb must have shape [num_positions, {q.shape[-1]}], got {tuple(pos_emb.shape)}")
     top = pos_emb.shape[0] - 1
+    if not torch.isfinite(positions).all():
+        raise ValueError("positions must be finite, got NaN or infinite values")
     low, high = float(positions.min()), float(positions.max())
     if low < 0 or high > top:
         raise ValueError(
@@ -137,6 +144,8 @@ def cope_logits(q: torch.Tensor, k: torch.Tensor, pos_emb: torch.Tensor) -> torc
     """
     check_float_tensor("q", q)
     check_float_tensor("k", k)
+    if q.dtype != k.dtype:
+        raise TypeError(f"q and k must have the same dtype, got {q.dtype} and {k.dtype}")
     if q.shape != k.shape or q.dim() < 2:
         raise ValueError(
             f"q and k must have the same shape [..., seq_len, d], got {tuple(q.shape)} and {tuple(k.shape)}"

@@ -271,7 +271,8 @@ def fire_t5_layers(
             f"table must have shape [num_buckets, num_heads] = [{num_buckets}, h], got {tuple(table.shape)}"
         )
     big_l = float(_check_scalar("threshold", threshold, 0.0))
-    distances = torch.arange(int(big_l) + 1, dtype=torch.float64)  # 0 .. floor(L)
+    # every bucket boundary lies below max_distance: distances 0 .. min(floor(L), max_distance) hold them all
+    distances = torch.arange(min(int(big_l), max_distance) + 1, dtype=torch.float64)  # [D]
     buckets = t5_relative_position_bucket(
         -distances.long(), bidirectional=False, num_buckets=num_buckets, max_distance=max_distance
     )  # [D]: the bucket of each distance i - j

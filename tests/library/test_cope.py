@@ -87,7 +87,7 @@ def test_module_starts_at_zero_and_learns_its_table():
     [
         (lambda: cope_positions(torch.ones(3, 4)), ValueError, r"gates must have shape \[\.\.\., seq_len, seq_len\]"),
         (lambda: cope_positions(torch.ones(3, 3, dtype=torch.long)), TypeError, r"gates must be a floating-point"),
-        (lambda: cope_positions(torch.ones(3, 3), max_position=-1), ValueError, r"max_position must be a number >= 0"),
+        (lambda: cope_positions(torch.ones(3, 3), max_position=-1), ValueError, r"max_position must be a finite number >= 0, got -1"),
         (
             lambda: cope_bias(torch.ones(3, 4), torch.full((3, 3), 5.0), torch.ones(4, 4)),
             ValueError,
@@ -100,6 +100,17 @@ def test_module_starts_at_zero_and_learns_its_table():
         ),
         (lambda: cope_logits(torch.ones(3, 4), torch.ones(2, 4), torch.ones(4, 4)), ValueError, r"same shape"),
         (lambda: CoPE(4, 0), ValueError, r"num_positions must be >= 1, got 0"),
+        (lambda: cope_positions(torch.ones(3, 3), max_position=float("nan")), ValueError, r"max_position must be a"),
+        (
+            lambda: cope_bias(torch.ones(2, 4), torch.full((2, 2), float("nan")), torch.ones(4, 4)),
+            ValueError,
+            r"positions must be finite",
+        ),
+        (
+            lambda: cope_logits(torch.ones(2, 4), torch.ones(2, 4, dtype=F64), torch.ones(4, 4)),
+            TypeError,
+            r"q and k must have the same dtype, got torch\.float32 and torch\.float64",
+        ),
         (
             lambda: CoPE(4, 3)(torch.ones(2, 5), torch.ones(2, 5)),
             ValueError,

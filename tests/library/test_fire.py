@@ -153,3 +153,12 @@ def test_module_learns_c_and_threshold_and_gives_the_functional_bias():
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_t5_layers_for_a_huge_threshold_stay_small():
+    """Every bucket boundary lies below max_distance: the network does not grow with L."""
+    t5 = _t5(1, heads=2)
+    layers = fire_t5_layers(t5.embedding.weight, threshold=1e9)
+    assert [tuple(w.shape) for w, _ in layers] == [(31, 1), (31, 31), (32, 31), (2, 32)]
+    causal = torch.ones(300, 300, dtype=torch.bool).tril()
+    assert torch.equal(fire_bias(300, 300, layers, threshold=1e9)[:, causal], t5(300, 300)[:, causal])
