@@ -87,7 +87,11 @@ def test_module_starts_at_zero_and_learns_its_table():
     [
         (lambda: cope_positions(torch.ones(3, 4)), ValueError, r"gates must have shape \[\.\.\., seq_len, seq_len\]"),
         (lambda: cope_positions(torch.ones(3, 3, dtype=torch.long)), TypeError, r"gates must be a floating-point"),
-        (lambda: cope_positions(torch.ones(3, 3), max_position=-1), ValueError, r"max_position must be a finite number >= 0, got -1"),
+        (
+            lambda: cope_positions(torch.ones(3, 3), max_position=-1),
+            ValueError,
+            r"max_position must be a finite number >= 0 or None, got -1",
+        ),
         (
             lambda: cope_bias(torch.ones(3, 4), torch.full((3, 3), 5.0), torch.ones(4, 4)),
             ValueError,
