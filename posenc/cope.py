@@ -102,14 +102,18 @@ def cope_bias(q: torch.Tensor, positions: torch.Tensor, pos_emb: torch.Tensor) -
     if pos_emb.dim() != 2 or pos_emb.shape[1] != q.shape[-1]:
         raise ValueError(f"pos_emb must have shape [num_positions, {q.shape[-1]}], got {tuple(pos_emb.shape)}")
     top = pos_emb.shape[0] - 1
-    if not torch.isfinite(positions).all():
+    if torch.compiler.is_compiling():  # a branch on values breaks the graph: assert instead
+        inside = torch.isfinite(positions).all() & (positions.min() >= 0) & (positions.max() <= top)
+        torch._assert_async(inside, f"positions must be finite and lie in [0, {top}]")
+    elif not torch.isfinite(positions).all():
         raise ValueError("positions must be finite, got NaN or infinite values")
-    low, high = float(positions.min()), float(positions.max())
-    if low < 0 or high > top:
-        raise ValueError(
-            f"positions must lie in [0, {top}] for a table of {top + 1} embeddings, got values in [{low}, {high}]; "
-            f"pass max_position={top} to cope_positions"
-        )
+    else:
+        low, high = float(positions.min()), float(positions.max())
+        if low < 0 or high > top:
+            raise ValueError(
+                f"positions must lie in [0, {top}] for a table of {top + 1} embeddings, got values in [{low}, {high}]; "
+                f"pass max_position={top} to cope_positions"
+            )
     logits_int = q @ pos_emb.to(q.dtype).T  # [..., s, P]: q_i . e[n] for every integer n
     floor = positions.floor()
     w = positions - floor  # [..., s, s], the fractional part

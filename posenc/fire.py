@@ -44,6 +44,11 @@ def _check_scalar(name: str, value, minimum: float) -> torch.Tensor:
         scalar = torch.tensor(float(value), dtype=torch.float64)
     else:
         raise TypeError(f"{name} must be a number or a one-element float tensor, got {value!r:.80}")
+    if torch.compiler.is_compiling():  # a branch on values breaks the graph: assert instead
+        torch._assert_async(
+            torch.isfinite(scalar) & (scalar > minimum), f"{name} must be a finite number > {minimum:g}"
+        )
+        return scalar
     found = float(scalar.detach())
     if not math.isfinite(found) or found <= minimum:
         raise ValueError(f"{name} must be a finite number > {minimum:g}, got {found}")
