@@ -7,6 +7,8 @@ from ._version import __version__ as __version__
 from .alibi import ALIBI_SLOPE_SETS, ALiBiBias, alibi_bias, alibi_slopes
 from .alignment import ALIGNMENTS, aligned_relative_positions, query_start
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from .cope import CoPE, cope_bias, cope_logits, cope_positions
+from .fire import FIRE_TRANSFORMS, FIREBias, fire_alibi_layers, fire_bias, fire_distance, fire_mlp, fire_t5_layers
 from .hf import config_dict, describe, format_description, from_hf_config
 from .layout import PAIR_LAYOUTS, ROPE_LAYOUTS, SINUSOIDAL_LAYOUTS, layout_permutation
 from .learned import LearnedPositionalEmbedding
@@ -23,6 +25,7 @@ from .packing import (
     sequence_ids_from_cu_seqlens,
 )
 from .pairing import sinusoidal_dot_product, sinusoidal_offset_matrix
+from .pose import pose_chunks, pose_position_ids
 from .relative import (
     ShawRelativeAttention,
     ShawRelativeEmbeddings,
@@ -123,6 +126,20 @@ __all__ = [
     "xpos_scales",
     "xpos_zeta",
     "XPosRotaryEmbedding",
+    # Going further: positions that are learned functions, counted by content, or skipped in training
+    "CoPE",
+    "cope_bias",
+    "cope_logits",
+    "cope_positions",
+    "FIRE_TRANSFORMS",
+    "FIREBias",
+    "fire_alibi_layers",
+    "fire_bias",
+    "fire_distance",
+    "fire_mlp",
+    "fire_t5_layers",
+    "pose_chunks",
+    "pose_position_ids",
 ]
 
 #: The names of the experiments that this package used to re-export. The root holds the

@@ -272,6 +272,8 @@ def _compile_examples():
         ),
         "t5 bias": (T5RelativeBias, lambda: T5RelativeBias(2), (12, 12), {"offset": 0}),
         "alibi bias": (ALiBiBias, lambda: ALiBiBias(2), (12, 12), {}),
+        "fire bias": (posenc.FIREBias, lambda: posenc.FIREBias(2, hidden=8), (12, 12), {}),
+        "cope": (posenc.CoPE, lambda: posenc.CoPE(8, 16), (qk, qk), {}),
         # Once graph breaks (a branch on tensor values), now computed or asserted on the device when compiled.
         "rotary, integer positions": (
             RotaryEmbedding,

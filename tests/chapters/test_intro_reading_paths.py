@@ -38,7 +38,7 @@ def _paths(page: str) -> list[tuple[str, list[str], int]]:
 def test_the_intro_has_three_paths_each_ending_with_everything():
     paths = _paths("book/intro.md")
     assert [p for p, _, _ in paths] == ["RoPE only", "practitioner", "everything"]
-    assert paths[-1][1] == numbered_chapters() and len(paths[-1][1]) == 12
+    assert paths[-1][1] == numbered_chapters() and len(paths[-1][1]) >= 12
 
 
 @pytest.mark.parametrize("path, chapters, stated", _paths("book/intro.md"))
