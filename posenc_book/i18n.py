@@ -2,7 +2,7 @@
 
 The book is published in English (``en``), Simplified Chinese (``zh-hans``) and Traditional
 Chinese (``zh-hant``). The three editions run the same code cells and show the same outputs,
-with one exception: chapter 13's claims ledger, whose verdicts and reasons are prose and are
+with one exception: the claims ledger (``13_claims``), whose verdicts and reasons are prose and are
 printed in the edition's language.
 
 :func:`language` decides which: the environment variable ``POSENC_BOOK_LANG`` if it is set,

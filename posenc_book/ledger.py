@@ -1,6 +1,6 @@
-"""The claims ledger of chapter 13: the section index it links into, and its rendering.
+"""The claims ledger (``13_claims``): the section index it links into, and its rendering.
 
-Chapter 13 links every claim to the chapter section that decides it, with the section's
+The ledger links every claim to the chapter section that decides it, with the section's
 heading as the link text. The headings are read from the chapters' MyST sources when the
 chapters are executed (``make notebooks``) and saved as ``data/sections.json``, so that the
 ledger renders the same from any directory, on Colab or Binder, where the sources of the
@@ -76,7 +76,7 @@ SOURCES = {
     "vaswani2017attention": "Vaswani et al., 2017",
 }
 
-#: The colour of each verdict, in the blocks' borders and in chapter 13's bar chart.
+#: The colour of each verdict, in the blocks' borders and in the ledger's bar chart.
 VERDICT_COLOURS = {"correct": "#4d9221", "wrong": "#c51b7d", "imprecise": "#e08214", "untestable": "#8c8c8c"}
 #: The verdict's word in these colours has a contrast of at least 4.5:1 (WCAG AA for text)
 #: on white and on the light grey that the site puts behind HTML output in dark mode

@@ -26,9 +26,9 @@ three:
 - The editions' ``_config.yml`` and ``_toc.yml`` are generated from the English ones.
 - ``posenc_book/data/claims.zh-hant.yaml`` is converted from ``claims.zh-hans.yaml``, and
   ``errata.zh-hant.yaml`` from ``errata.yaml`` (its ``zh`` texts are Simplified);
-  ``sections.zh-*.json`` record the Chinese headings for chapter 13's ledger.
+  ``sections.zh-*.json`` record the Chinese headings for the claims ledger.
 
-Cells tagged ``localised-output`` (chapter 13's ledger) print prose, so their outputs are
+Cells tagged ``localised-output`` (the claims ledger) print prose, so their outputs are
 the edition's own: this script executes a notebook that has them, in its edition folder, and
 keeps those outputs; nbval checks them. ``--check`` writes nothing, executes nothing, and
 exits 1 naming the files that are not up to date. ``--import DIR`` first reads translation
@@ -449,7 +449,7 @@ def import_translations(folder: Path, edition: manifest.Edition) -> None:
         text = (folder / f"{page}.md").read_text(encoding="utf-8")
         (book / f"{page}.md").write_text(f"% en-sha: {sha(english)}\n{text}", encoding="utf-8")
     claims = yaml.safe_load((folder / "claims.yaml").read_text(encoding="utf-8"))
-    head = f"# The claims ledger's claims and reasons in {edition.english} (chapter 13 of {edition.folder}).\n"
+    head = f"# The claims ledger's claims and reasons in {edition.english} (13_claims in {edition.folder}).\n"
     text = yaml.safe_dump(claims, allow_unicode=True, sort_keys=False, width=70)
     (DATA / f"claims.{edition.folder}.yaml").write_text(head + text, encoding="utf-8")
 

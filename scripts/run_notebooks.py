@@ -95,7 +95,7 @@ def load_cells(ipynb: Path, prefer: str | None = None) -> nbformat.NotebookNode:
 
 
 def write_sections(prefer: str | None = None) -> Path:
-    """Record every chapter's section headings for the claims ledger (chapter 13)."""
+    """Record every chapter's section headings for the claims ledger (13_claims)."""
     sections = {
         ipynb.stem: section_titles(jupytext.writes(load_cells(ipynb, prefer), fmt="md:myst"))
         for ipynb in all_chapters()

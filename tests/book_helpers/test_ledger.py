@@ -209,13 +209,13 @@ def test_the_chapter_shows_every_claim():
         for output in cell.outputs
     )
     missing = [i for i in IDS if f'id="claim-{i}"' not in html]
-    assert not missing, f"claims missing from the committed chapter 13: {missing}; re-run it"
+    assert not missing, f"claims missing from the committed ledger (13_claims): {missing}; re-run it"
     source = (ROOT / "book" / "md_src" / "13_claims.md").read_text(encoding="utf-8")
     assert 'data_path("claims.yaml")' in source
 
 
 def test_every_source_has_a_label_with_its_year():
-    """Chapter 13 shows a source as author and year; the label's year is the bibliography's."""
+    """The ledger shows a source as author and year; the label's year is the bibliography's."""
     bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
     for key in {c["source"] for c in CLAIMS if c.get("source")}:
         assert key in SOURCES, f"add a label for {key} to posenc_book.ledger.SOURCES"

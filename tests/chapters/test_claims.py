@@ -1,4 +1,4 @@
-"""Chapter 13's prose numbers about the ledger are the ledger's: the figure's alt text and the
+"""The claims ledger's prose numbers about itself are the ledger's: the figure's alt text and the
 first exercise's answer count what posenc_book/data/claims.yaml holds."""
 
 import re

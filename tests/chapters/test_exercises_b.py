@@ -242,7 +242,7 @@ def test_ch12_ex3_launches_decide_decoding_and_bytes_decide_long_sequences():
     assert (817 * per_token) / 3.35e12 < 5e-6 <= (818 * per_token) / 3.35e12
 
 
-# Chapter 13 -----------------------------------------------------------------------------------
+# The claims ledger -----------------------------------------------------------------------------------
 
 
 def test_ch13_ex1_seed_003_has_the_largest_share_of_wrong_claims():

@@ -83,8 +83,14 @@ for capability in sys.argv[1:]:
     try:
         out = torch.compile(SinusoidalPositionalEncoding(16, initial_len=4), fullgraph=True)(x)
         print(capability, int((~torch.isclose(out, expected, atol=1e-6)).sum()))
-    except Exception as error:
-        print(capability, type(error).__name__)
+    except Exception as error:  # the error, then what it wraps (Dynamo wraps the compiler's)
+        chain = [error]
+        while len(chain) < 8:
+            inner = getattr(chain[-1], "inner_exception", None) or chain[-1].__cause__
+            if inner is None:
+                break
+            chain.append(inner)
+        print(capability, ",".join(type(e).__name__ for e in chain))
 """
 
 
@@ -109,6 +115,7 @@ def test_inductor_cache_key_leaves_out_the_vector_isa(tmp_path):
     lines = dict(line.split() for line in done.stdout.splitlines())
     assert lines["native"] == "0"
     if other == "default":
-        assert lines[other] == "CppCompileError"
+        # raised as is, or wrapped in Dynamo's BackendCompilerFailed (as it is under load)
+        assert "CppCompileError" in lines[other].split(","), lines
     else:
         assert int(lines[other]) > 100, lines  # of 384

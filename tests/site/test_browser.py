@@ -35,7 +35,7 @@ def largest_first(names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: -size[n])
 
 
-# In a Chinese page, what is the English page's HTML: code, outputs (but chapter 13's ledger,
+# In a Chinese page, what is the English page's HTML: code, outputs (but the claims ledger's,
 # printed in the edition's language), the API documentation and the bad-input tables.
 SAME_AS_ENGLISH = [
     "div.cell_input div.highlight",

@@ -299,7 +299,7 @@ def cells(page: Path) -> list[str]:
 @pytest.mark.parametrize("name", [f for f in toc_files() if f.split("/")[-1] in manifest.chapter_stems()])
 def test_chinese_pages_show_the_english_code_and_outputs(name):
     """What the Chinese pages' browser checks leave to the English ones (code and outputs)
-    is the same HTML on every edition's page; chapter 13's ledger is in its language."""
+    is the same HTML on every edition's page; the claims ledger is in its language."""
     english = cells(HTML / f"{name}.html")
     assert english
     for edition in EDITIONS[1:]:
@@ -422,7 +422,7 @@ WORD_LIMIT = 7000
 @pytest.mark.parametrize("page", ENGLISH_CHAPTERS, ids=[p.stem for p in ENGLISH_CHAPTERS])
 def test_no_chapter_is_longer_than_a_sitting(page):
     """At most 7,000 words a reader sees on a chapter's page (prose, visible code and its
-    outputs; not the folds), except chapter 13, the ledger, which is looked up, not read."""
+    outputs; not the folds), except the claims ledger, which is looked up, not read."""
     words = reading_words(page)
     assert words > 1000, f"{page.name}: {words} words: the counter missed the article"
     if page.stem != "13_claims":

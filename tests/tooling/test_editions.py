@@ -2,7 +2,7 @@
 
 ``scripts/editions.py`` builds ``zh-hans/`` from the English chapters and the Simplified
 translation, and ``zh-hant/`` from ``zh-hans/``. These tests hold the editions to that: the
-same cells in the same order, code and outputs byte for byte (chapter 13's ledger, printed
+same cells in the same order, code and outputs byte for byte (the claims ledger's, printed
 in the edition's language, aside), every page translated, every translated text made from
 the current English, and the generated files up to date.
 """
