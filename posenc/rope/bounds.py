@@ -111,8 +111,8 @@ def rope_base_lower_bound(head_dim: int, context_len: int, *, rtol: float = 1e-3
     large enough that ``B(m) = sum_i cos(m * theta_i)`` (:func:`rope_cos_sum`) stays
     non-negative for ``m = 0 .. L - 1``. Found by bisection on ``log(base)`` between 2 and
     ``1e15``, then steps of ``1 + rtol`` down while the condition still holds (``B`` is not
-monotone in the base): the result ``b`` satisfies the condition, and ``b / (1 + rtol)``
-does not.
+    monotone in the base): the result ``b`` satisfies the condition, and ``b / (1 + rtol)``
+    does not.
 
     Args:
         head_dim: Rotary dimension ``d``, even, >= 2.
