@@ -4,7 +4,7 @@ Xiao et al., "Efficient Streaming Language Models with Attention Sinks" (Streami
 ICLR 2024: a model keeps most of its attention on the first few tokens whatever they say,
 so evicting them from a rolling KV cache breaks it. StreamingLLM keeps the first
 ``num_sinks`` tokens plus the last ``window`` ones, and gives every cached token its slot in
-the cache as its position (section 3.2): keys are cached *before* RoPE and rotated by their
+the cache as its position: keys are cached *before* RoPE and rotated by their
 slot at each step, so the distances stay below the cache size, inside the trained range.
 
 gpt-oss (OpenAI, 2025; ``transformers``' ``GptOssAttention``) builds the sink into the
@@ -49,7 +49,7 @@ def streaming_kept(seq_len: int, *, num_sinks: int, window: int) -> torch.Tensor
 def streaming_scores(q: torch.Tensor, keys: torch.Tensor, *, base: float = 10000.0) -> torch.Tensor:
     """Scores of the newest query against a cache of unrotated keys, positions taken in the cache.
 
-    StreamingLLM's rule (Xiao et al., ICLR 2024, section 3.2): the ``n`` cached keys sit at
+    StreamingLLM's rule (Xiao et al., ICLR 2024): the ``n`` cached keys sit at
     positions ``0 .. n - 1`` in cache order, the newest token (the last key) included, so the
     query is at ``n - 1``; both are rotated (RoPE, half layout) at those positions when the
     scores are formed, never before caching.

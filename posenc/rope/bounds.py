@@ -2,11 +2,11 @@
 
 Two readings of the same ladder of periods ``2 pi * base ** (2i / d)``:
 
-* Liu et al., "Scaling Laws of RoPE-based Extrapolation", ICLR 2024, section 3.2: the pairs
+* Liu et al., "Scaling Laws of RoPE-based Extrapolation", ICLR 2024: the pairs
   whose period fits inside the training length ``T`` see every angle during training; the
   others do not. Their count, doubled to channels, is the *critical dimension*
   ``d_extra = 2 * ceil((d / 2) * log_base(T / (2 pi)))``.
-* Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024, section 4: a query that
+* Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024: a query that
   equals its key should score above a random key at every distance ``m`` in the context,
   which holds when ``B(m) = sum_i cos(m * theta_i) >= 0``. For a context ``L`` this is a lower
   bound on the base: below it ``B`` turns negative at some distance under ``L``.
@@ -29,7 +29,7 @@ _BLOCK = 256
 def rope_critical_dim(head_dim: int, train_len: int, *, base: float = 10000.0) -> int:
     """Liu et al.'s critical dimension: channels whose pairs complete a period within ``train_len``.
 
-    Liu et al., "Scaling Laws of RoPE-based Extrapolation", ICLR 2024, eq. 7:
+    Liu et al., "Scaling Laws of RoPE-based Extrapolation", ICLR 2024:
     ``d_extra = 2 * ceil((d / 2) * log_base(T / (2 pi)))``, clamped to ``[0, d]``. Pair ``i``
     has period ``2 pi * base ** (2i / d)``, at most ``T`` exactly when
     ``i <= (d / 2) * log_base(T / (2 pi))``: ``d_extra / 2`` counts those pairs (unless that
@@ -58,7 +58,7 @@ def rope_critical_dim(head_dim: int, train_len: int, *, base: float = 10000.0) -
 def rope_cos_sum(distances, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
     """Men et al.'s ``B(m) = sum_i cos(m * theta_i)``, over the ``d / 2`` pairs, at each distance.
 
-    Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024, theorem 1: for a query
+    Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024: for a query
     ``q`` and a key equal to it up to noise, the expected score at distance ``m`` exceeds that
     of a random key by ``2 sigma^2 * B(m)``; RoPE tells similar tokens apart at distance
     ``m`` while ``B(m) >= 0``. ``B(0) = d / 2``.
@@ -107,7 +107,7 @@ def _holds(head_dim: int, context_len: int, base: float) -> bool:
 def rope_base_lower_bound(head_dim: int, context_len: int, *, rtol: float = 1e-3) -> float:
     """The smallest RoPE base at which ``B(m) >= 0`` for every distance of a context of ``context_len``.
 
-    Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024, eq. 12: the base must be
+    Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024: the base must be
     large enough that ``B(m) = sum_i cos(m * theta_i)`` (:func:`rope_cos_sum`) stays
     non-negative for ``m = 0 .. L - 1``. Found by bisection on ``log(base)`` between 2 and
     ``1e15``, then steps of ``1 + rtol`` down while the condition still holds (``B`` is not

@@ -41,7 +41,7 @@ def p_rope_inv_freq(head_dim: int, p: float, *, base: float = 10000.0) -> torch.
     """p-RoPE's inverse frequencies: the fastest ``floor(p * d / 2)`` pairs turn, the rest are 0.
 
     Barbero et al., "Round and Round We Go! What makes Rotary Positional Encodings useful?",
-    ICLR 2025, section 6: the lowest frequencies act as semantic channels rather than as
+    ICLR 2025: the lowest frequencies act as semantic channels rather than as
     positions, and removing them (keeping the fraction ``p`` of highest frequencies) keeps
     the positional heads and frees those channels from any rotation.
 

@@ -67,8 +67,8 @@ def rerope_distances(seq_len: int, window: int) -> torch.Tensor:
 def self_extend_distances(seq_len: int, group_size: int, window: int) -> torch.Tensor:
     """Self-Extend's distances: ``i - j`` within the window, grouped positions beyond it.
 
-    Jin et al., "LLM Maybe LongLM: Self-Extend LLM Context Window Without Tuning", ICML 2024,
-    section 3: neighbour attention for ``i - j < w``; grouped attention elsewhere, with the
+    Jin et al., "LLM Maybe LongLM: Self-Extend LLM Context Window Without Tuning", ICML 2024:
+    neighbour attention for ``i - j < w``; grouped attention elsewhere, with the
     query at ``i // G + w - w // G`` and the key at ``j // G``, the shift ``w - w // G``
     joining the two regions.
 
@@ -96,8 +96,8 @@ def self_extend_distances(seq_len: int, group_size: int, window: int) -> torch.T
 def dual_chunk_distances(seq_len: int, chunk_len: int, local_window: int) -> torch.Tensor:
     """Dual Chunk Attention's distances: intra-chunk, successive-chunk and inter-chunk.
 
-    An et al., "Training-Free Long-Context Scaling of Large Language Models", ICML 2024,
-    section 3, as ChunkLlama computes it: chunks of ``s`` tokens, keys at ``j mod s``.
+    An et al., "Training-Free Long-Context Scaling of Large Language Models", ICML 2024:
+    as ChunkLlama computes it: chunks of ``s`` tokens, keys at ``j mod s``.
     The query sits at ``i mod s`` for keys of its own chunk, at ``min(s + i mod s, s + w)``
     for keys of the previous chunk, and at ``min(2s - 1, s + w)`` (``s + w`` unless
     ``w = s``) for older chunks, so that no distance
@@ -133,8 +133,8 @@ def dual_chunk_distances(seq_len: int, chunk_len: int, local_window: int) -> tor
 def string_distances(seq_len: int, shift: int, window: int) -> torch.Tensor:
     """STRING's distances: those of at least ``S`` moved down by ``S - w``.
 
-    An et al., "Why Does the Effective Context Length of LLMs Fall Short?", ICLR 2025,
-    section 4: the largest distances are rarely trained, so they are dropped and the
+    An et al., "Why Does the Effective Context Length of LLMs Fall Short?", ICLR 2025:
+    the largest distances are rarely trained, so they are dropped and the
     well-trained smaller ones shifted into their place; a small window ``w`` keeps the
     nearest tokens' distances. The paper's defaults are ``S = L / 3`` and ``w = 128``.
 
