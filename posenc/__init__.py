@@ -35,7 +35,11 @@ from .relative import (
     relative_scores,
     relative_values,
 )
+
+# RoPE at long range: which frequencies turn, the base's bounds, remapped distances, sinks
+from .rope.bounds import rope_base_lower_bound, rope_cos_sum, rope_critical_dim
 from .rope.embedding import RotaryEmbedding
+from .rope.frequencies import hope_inv_freq, p_rope_inv_freq, rope_turning_pairs
 from .rope.nd import (
     AXIAL_FREQS,
     AxialRotaryEmbedding,
@@ -43,6 +47,13 @@ from .rope.nd import (
     axial_rope_angles,
     mrope_cos_sin,
     mrope_pair_axes,
+)
+from .rope.remap import (
+    dual_chunk_distances,
+    remapped_rope_scores,
+    rerope_distances,
+    self_extend_distances,
+    string_distances,
 )
 from .rope.rotary import (
     ROPE_BACKENDS,
@@ -56,6 +67,7 @@ from .rope.scaling import ROPE_SCALINGS, ROPE_TYPES, ntk_scaled_base
 from .rope.state import DynamicRopeState
 from .rope.xpos import XPosRotaryEmbedding, apply_xpos, xpos_scales, xpos_zeta
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_table
+from .streaming import sink_softmax, streaming_kept, streaming_scores
 from .t5 import T5RelativeBias, t5_relative_position_bucket
 from .transformer_xl import TransformerXLLearnableAttention, TransformerXLRelativeAttention
 
@@ -140,6 +152,24 @@ __all__ = [
     "fire_t5_layers",
     "pose_chunks",
     "pose_position_ids",
+]
+
+# RoPE at long range (the chapter "Going further: RoPE at long range")
+__all__ += [
+    "dual_chunk_distances",
+    "hope_inv_freq",
+    "p_rope_inv_freq",
+    "remapped_rope_scores",
+    "rerope_distances",
+    "rope_base_lower_bound",
+    "rope_cos_sum",
+    "rope_critical_dim",
+    "rope_turning_pairs",
+    "self_extend_distances",
+    "sink_softmax",
+    "streaming_kept",
+    "streaming_scores",
+    "string_distances",
 ]
 
 #: The names of the experiments that this package used to re-export. The root holds the

@@ -19,9 +19,12 @@ def _minutes(text: str) -> int:
 
 
 def numbered_chapters() -> list[str]:
-    """The chapters of the toc's numbered part (the ledger is a reference page)."""
+    """The chapters of the toc's core part, "Chapters" (the ledger is a reference page, and the
+    "Going further" chapters lie outside the reading paths)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    return [Path(c["file"]).name for part in toc["parts"] if part.get("numbered") for c in part["chapters"]]
+    return [
+        Path(c["file"]).name for part in toc["parts"] if part.get("caption") == "Chapters" for c in part["chapters"]
+    ]
 
 
 def _paths(page: str) -> list[tuple[str, list[str], int]]:
