@@ -99,8 +99,7 @@ def previous_token_head(d: int, base: float, layout: str, seed: int = 0) -> tupl
 # ---------------------------------------------------------------------------
 
 
-NEWEST = ["gpt-oss-120b", "Kimi-K2", "GLM-4.5", "SmolLM3-3B", "Command-R7B", "Qwen3-Next-80B-A3B",
-          "DeepSeek-V3.2-Exp"]
+NEWEST = ["gpt-oss-120b", "Kimi-K2", "GLM-4.5", "SmolLM3-3B", "Command-R7B", "Qwen3-Next-80B-A3B", "DeepSeek-V3.2-Exp"]
 
 
 def test_twenty_two_published_configurations_with_their_source():
@@ -716,7 +715,8 @@ def test_the_newest_layer_patterns_as_the_chapter_lists_them():
     transformers = pytest.importorskip("transformers")
     rows = {name: describe(CONFIGS[name]) for name in NEWEST}
     oss = CONFIGS["gpt-oss-120b"]
-    assert _loaded(transformers.GptOssConfig, "gpt-oss-120b").layer_types == ["sliding_attention", "full_attention"] * 18
+    layer_types = _loaded(transformers.GptOssConfig, "gpt-oss-120b").layer_types
+    assert layer_types == oss["layer_types"] == ["sliding_attention", "full_attention"] * 18
     assert oss["sliding_window"] == 128
     assert from_hf_config(oss)[0].rope_parameters["truncate"] is False
     assert {r["scaling"] for r in rows["gpt-oss-120b"]} == {"yarn x32"}
@@ -726,9 +726,11 @@ def test_the_newest_layer_patterns_as_the_chapter_lists_them():
     flags = _loaded(transformers.SmolLM3Config, "SmolLM3-3B").no_rope_layers
     assert smol_nope == [i for i, flag in enumerate(flags) if flag == 0] == list(range(3, 36, 4))
     r7b_types = _loaded(transformers.Cohere2Config, "Command-R7B").layer_types
-    assert [r["scheme"] for r in rows["Command-R7B"]] == [
-        "nope" if t == "full_attention" else "rope" for t in r7b_types
-    ] == ["rope", "rope", "rope", "nope"] * 8
+    assert (
+        [r["scheme"] for r in rows["Command-R7B"]]
+        == ["nope" if t == "full_attention" else "rope" for t in r7b_types]
+        == ["rope", "rope", "rope", "nope"] * 8
+    )
     assert {r["layout"] for r in rows["Command-R7B"] if r["scheme"] == "rope"} == {"interleaved"}
     nxt_types = _loaded(transformers.Qwen3NextConfig, "Qwen3-Next-80B-A3B").layer_types
     nxt = from_hf_config(CONFIGS["Qwen3-Next-80B-A3B"])
@@ -799,4 +801,3 @@ def test_qwen3_static_yarn_changes_short_inputs(seed):
     assert 0.10 < moved["temperature"] < 0.13
     assert 0.05 < moved["frequencies"] < 0.09
     assert 0.13 < moved["both"] < 0.17
-
