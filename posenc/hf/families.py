@@ -353,13 +353,14 @@ def deepseek_softmax_scale(qk_head_dim: int, params: Mapping) -> float:
 def build_deepseek(cfg: dict) -> list:
     """DeepSeek-V2/V3/V3.2's layers: multi-head latent attention with RoPE on the last ``qk_rope_head_dim`` channels.
 
-    Kimi K2 is a DeepSeek-V3 configuration (``model_type`` ``"deepseek_v3"``). V3.2 always reorders
+    Kimi K2 is a DeepSeek-V3 configuration: its ``config.json`` says ``model_type`` ``"kimi_k2"`` and
+    loads ``DeepseekV3Config`` through its ``auto_map``, so both names are read as V3. V3.2 always reorders
     MLA's pairs (``deinterleave``); its lightning indexer, which scores which keys to attend to,
     turns its own rope channels in the ``half`` layout, not MLA's: that part is not built here.
 
     Args:
         cfg: ``DeepseekV2Config``, ``DeepseekV3Config`` or ``DeepseekV32Config`` as a dict (``model_type``
-            ``"deepseek_v2"``, ``"deepseek_v3"`` or ``"deepseek_v32"``).
+            ``"deepseek_v2"``, ``"deepseek_v3"`` (or Kimi K2's ``"kimi_k2"``) or ``"deepseek_v32"``).
 
     Returns:
         ``num_hidden_layers`` :class:`~posenc.hf.layers.RotaryLayer` (``kind="mla_rope"``)
@@ -370,8 +371,10 @@ def build_deepseek(cfg: dict) -> list:
     """
     cfg = _as_dict(cfg)
     model_type = cfg.get("model_type")
-    if model_type not in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
-        raise ValueError(f"model_type must be 'deepseek_v2', 'deepseek_v3' or 'deepseek_v32', got {model_type!r}")
+    if model_type not in ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32"):
+        raise ValueError(
+            f"model_type must be 'deepseek_v2', 'deepseek_v3', 'kimi_k2' or 'deepseek_v32', got {model_type!r}"
+        )
     n = count(cfg, "num_hidden_layers", maximum=MAX_LAYERS)
     heads = count(cfg, "num_attention_heads")
     nope = count(cfg, "qk_nope_head_dim", maximum=MAX_HEAD_DIM)
@@ -479,6 +482,7 @@ FAMILIES: dict[str, Callable[[dict], list]] = {
     "llama4_text": build_llama4,
     "deepseek_v2": build_deepseek,
     "deepseek_v3": build_deepseek,
+    "kimi_k2": build_deepseek,  # Kimi K2's config.json: DeepseekV3Config through its auto_map
     "bloom": build_alibi,
     "mpt": build_alibi,
     "t5": build_t5,

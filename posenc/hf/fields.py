@@ -145,6 +145,7 @@ DEFAULTS: dict[str, dict] = {
     "llama4_text": _LLAMA4,
     "deepseek_v2": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 2048},
     "deepseek_v3": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 4096},
+    "kimi_k2": {"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 4096},  # as V3
     "mpt": {"max_seq_len": 2048},
     "gpt_oss": {
         "head_dim": 64,

@@ -1,6 +1,6 @@
 """The claims of chapter 9 (positions in today's models), asserted independently of the notebook.
 
-The chapter reads the published ``config.json`` fields of fifteen models from
+The chapter reads the published ``config.json`` fields of twenty-two models from
 ``posenc_book/data/model_configs.json``. Each test recomputes one of its claims from the
 data and ``posenc`` (and, where a reference helps, ``transformers``), without running the
 chapter. Llama 4 Scout's published ``rope_scaling`` has ``low_freq_factor ==
@@ -99,10 +99,15 @@ def previous_token_head(d: int, base: float, layout: str, seed: int = 0) -> tupl
 # ---------------------------------------------------------------------------
 
 
-def test_fifteen_published_configurations_with_their_source():
-    assert len(MODELS) == 15
+NEWEST = ["gpt-oss-120b", "Kimi-K2", "GLM-4.5", "SmolLM3-3B", "Command-R7B", "Qwen3-Next-80B-A3B", "DeepSeek-V3.2-Exp"]
+
+
+def test_twenty_two_published_configurations_with_their_source():
+    assert len(MODELS) == 22 and list(MODELS)[15:] == NEWEST
     for name, entry in MODELS.items():
-        assert set(entry) == {"source", "context", "config"}, name
+        # a note says which fields of a partly checked file are stored
+        assert set(entry) - {"note"} == {"source", "context", "config"}, name
+        assert isinstance(entry.get("note", ""), str), name
         assert entry["source"].startswith("https://huggingface.co/"), name
         assert entry["source"].endswith("/blob/main/config.json"), name
         assert isinstance(entry["context"], int) and entry["context"] > 0, name
@@ -695,3 +700,104 @@ def test_forgetting_or_doubling_yarns_temperature():
 
         forgot, configured, twice = (entropy(x) for x in (right / temperature2, right, right * temperature2))
         assert (forgot > configured).all() and (twice < configured).all()
+
+
+# ---------------------------------------------------------------------------
+# The seven newest configurations, Kimi K2's step and Qwen3's static YaRN
+# ---------------------------------------------------------------------------
+
+
+def _loaded(cls, name: str):
+    return cls(**{k: v for k, v in CONFIGS[name].items() if k not in ("model_type", "architectures")})
+
+
+def test_the_newest_layer_patterns_as_the_chapter_lists_them():
+    transformers = pytest.importorskip("transformers")
+    rows = {name: describe(CONFIGS[name]) for name in NEWEST}
+    oss = CONFIGS["gpt-oss-120b"]
+    layer_types = _loaded(transformers.GptOssConfig, "gpt-oss-120b").layer_types
+    assert layer_types == oss["layer_types"] == ["sliding_attention", "full_attention"] * 18
+    assert oss["sliding_window"] == 128
+    assert from_hf_config(oss)[0].rope_parameters["truncate"] is False
+    assert {r["scaling"] for r in rows["gpt-oss-120b"]} == {"yarn x32"}
+    assert {(r["scheme"], r["theta"], r["scaling"]) for r in rows["Kimi-K2"]} == {("mla_rope", 50000.0, "yarn x32")}
+    assert {(r["rotary"], r["layout"]) for r in rows["GLM-4.5"]} == {(64, "half")}
+    smol_nope = [r["layer"] for r in rows["SmolLM3-3B"] if r["scheme"] == "nope"]
+    flags = _loaded(transformers.SmolLM3Config, "SmolLM3-3B").no_rope_layers
+    assert smol_nope == [i for i, flag in enumerate(flags) if flag == 0] == list(range(3, 36, 4))
+    r7b_types = _loaded(transformers.Cohere2Config, "Command-R7B").layer_types
+    assert (
+        [r["scheme"] for r in rows["Command-R7B"]]
+        == ["nope" if t == "full_attention" else "rope" for t in r7b_types]
+        == ["rope", "rope", "rope", "nope"] * 8
+    )
+    assert {r["layout"] for r in rows["Command-R7B"] if r["scheme"] == "rope"} == {"interleaved"}
+    nxt_types = _loaded(transformers.Qwen3NextConfig, "Qwen3-Next-80B-A3B").layer_types
+    nxt = from_hf_config(CONFIGS["Qwen3-Next-80B-A3B"])
+    assert [type(layer).__name__ for layer in nxt] == [
+        "RecurrentLayer" if t == "linear_attention" else "RotaryLayer" for t in nxt_types
+    ]
+    assert (nxt[3].rotary_dim, nxt[3].head_dim, nxt[3].base) == (64, 256, 1e7)
+    assert CONFIGS["DeepSeek-V3.2-Exp"]["index_topk"] == 2048
+    assert {r["scaling"] for r in rows["DeepSeek-V3.2-Exp"]} == {"yarn x40"}
+
+
+def _sides(inv_freq: torch.Tensor, plain: torch.Tensor, factor: float) -> tuple[int, int, int]:
+    ratio = inv_freq.double() / plain
+    kept = torch.isclose(ratio, torch.ones_like(ratio), rtol=1e-6, atol=0)
+    full = torch.isclose(ratio, torch.full_like(ratio, 1 / factor), rtol=1e-6, atol=0)
+    return int(kept.sum()), int((~kept & ~full).sum()), int(full.sum())
+
+
+@pytest.mark.parametrize(("name", "want"), [("Kimi-K2", (20, 0, 12)), ("DeepSeek-V3", (11, 12, 9))])
+def test_kimi_k2_yarn_is_a_step_in_posenc_and_in_transformers(name, want):
+    """beta_fast == beta_slow == 1: no pair on the ramp (DeepSeek-V3's 32 and 1 put 12 there)."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = from_hf_config(CONFIGS[name])[0].rope_parameters
+    plain, _ = rope_inv_freq(64, base=params["rope_theta"])
+    ours, factor = rope_inv_freq(64, scaling=params)
+    theirs, their_factor = ROPE_INIT_FUNCTIONS["yarn"](_loaded(transformers.DeepseekV3Config, name), "cpu")
+    assert _sides(ours, plain, params["factor"]) == _sides(theirs, plain, params["factor"]) == want
+    assert torch.allclose(ours, theirs.double(), rtol=1e-6, atol=0)
+    if name == "Kimi-K2":
+        assert factor == their_factor == 1.0  # mscale == mscale_all_dim: no temperature
+        waves = 2 * math.pi / plain
+        assert round(float(waves[19])) == 3874 and round(float(waves[20])) == 5433
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_qwen3_static_yarn_changes_short_inputs(seed):
+    """Factor 4 from 32,768 on a 128-channel head with base 1e6, positions below 4,096."""
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    plain, _ = rope_inv_freq(128, base=1e6)
+    scaled, factor = rope_inv_freq(128, base=1e6, scaling=yarn)
+    assert _sides(scaled, plain, 4.0) == (24, 16, 24)
+    assert math.isclose(factor, 0.1 * math.log(4) + 1) and round(factor**2, 3) == 1.296
+    n = 4096
+    positions = torch.arange(n)
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, 1, 1, n, 128, generator=g, dtype=F64)
+    queries = torch.randint(0, n, (64,), generator=g)
+    offset = queries[:, None] - positions[None, :]
+    cos, sin = (t.double() for t in rope_cos_sin(positions, 128, base=1e6))
+    cos_y, sin_y = (t.double() for t in rope_cos_sin(positions, 128, base=1e6, scaling=yarn))
+
+    def probs(c, s):
+        logits = apply_rope(q, c, s)[0, 0, queries] @ apply_rope(k, c, s)[0, 0].T / 128**0.5
+        return logits.masked_fill(offset < 0, -math.inf).softmax(-1)
+
+    base = probs(cos, sin)
+    moved = {
+        label: float(0.5 * (probs(c, s) - base).abs().sum(-1).mean())
+        for label, (c, s) in {
+            "temperature": (cos * factor, sin * factor),
+            "frequencies": (cos_y / factor, sin_y / factor),
+            "both": (cos_y, sin_y),
+        }.items()
+    }
+    # the chapter's seed gives 0.11, 0.07 and 0.15; every seed orders them alike
+    assert 0.10 < moved["temperature"] < 0.13
+    assert 0.05 < moved["frequencies"] < 0.09
+    assert 0.13 < moved["both"] < 0.17

@@ -345,7 +345,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="position_ids must be integers for a T5 layer"):
         t5.scores(torch.zeros(1, 2, 3, 64), torch.zeros(1, 2, 3, 64), torch.arange(3.0)[None])
     with pytest.raises(
-        ValueError, match="model_type must be 'deepseek_v2', 'deepseek_v3' or 'deepseek_v32', got 'llama'"
+        ValueError, match="model_type must be 'deepseek_v2', 'deepseek_v3', 'kimi_k2' or 'deepseek_v32', got 'llama'"
     ):
         build_deepseek({"model_type": "llama"})
     with pytest.raises(ValueError, match=r"config is missing 'num_hidden_layers' \(or 'n_layer'"):
