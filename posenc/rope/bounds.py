@@ -105,14 +105,16 @@ def _holds(head_dim: int, context_len: int, base: float) -> bool:
 
 
 def rope_base_lower_bound(head_dim: int, context_len: int, *, rtol: float = 1e-3) -> float:
-    """The smallest RoPE base at which ``B(m) >= 0`` for every distance of a context of ``context_len``.
+    """A lower bound on the RoPE base for a context: ``B(m) >= 0`` for every distance of ``context_len`` there.
 
     Men et al., "Base of RoPE Bounds Context Length", NeurIPS 2024: the base must be
     large enough that ``B(m) = sum_i cos(m * theta_i)`` (:func:`rope_cos_sum`) stays
     non-negative for ``m = 0 .. L - 1``. Found by bisection on ``log(base)`` between 2 and
     ``1e15``, then steps of ``1 + rtol`` down while the condition still holds (``B`` is not
     monotone in the base): the result ``b`` satisfies the condition, and ``b / (1 + rtol)``
-    does not.
+    does not. Since ``B`` is not monotone, some smaller bases may satisfy it again (at
+    ``d = 128``, ``L = 8192``: 150,000, below the ``b`` found); ``b`` is the bound this search
+    meets, not the smallest base that passes.
 
     Args:
         head_dim: Rotary dimension ``d``, even, >= 2.
