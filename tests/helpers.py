@@ -140,16 +140,16 @@ def config_reader_cases() -> dict[str, bytes]:
     return {**cases, **BAD_FILES}
 
 
-def describe_command_output(data: bytes, folder) -> str:
-    """What ``python -m posenc.describe config.json`` prints (standard output, or standard error on
-    failure) for a file config.json holding ``data``, written in ``folder``, without its last newline."""
+def describe_command_output(data: bytes, folder, name: str = "config.json") -> str:
+    """What ``python -m posenc.describe NAME`` prints (standard output, or standard error on failure)
+    for a file ``name`` holding ``data``, written in ``folder``, without its last newline."""
     import contextlib
     import io
 
     from posenc.hf.cli import main
 
-    (folder / "config.json").write_bytes(data)
+    (folder / name).write_bytes(data)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.chdir(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(["config.json"])
+        status = main([name])
     return (out if status == 0 else err).getvalue().removesuffix("\n")

@@ -1423,6 +1423,8 @@
       event.preventDefault();
       show(form, describeText(area.value));
     });
+    area.addEventListener("input", () => show(form, describeText(area.value))); // the table follows the text
+    show(form, describeText(area.value));
     input.addEventListener("change", () => input.files.length && read(input.files[0]));
     for (const target of [zone, area]) {
       target.addEventListener("dragover", (event) => {
