@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from .._checks import check_output_file, check_positive_number
+from .cpu_rope import CPU_ROPE_IMPL_NAMES
 from .results import default_path, record_line, save_results, summary_table
 from .rope_impls import ROPE_IMPL_NAMES
 from .run import OPS, device_info, resolve_device, run_benchmark
@@ -39,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default=None, choices=sorted(_DTYPES), help="default bfloat16 on a GPU")
     parser.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
     parser.add_argument("--impl", nargs="+", default=None, choices=ROPE_IMPL_NAMES, help="RoPE implementations")
+    parser.add_argument(
+        "--cpu-impl",
+        nargs="+",
+        default=None,
+        choices=CPU_ROPE_IMPL_NAMES,
+        help="implementations of the CPU rotation (rope_cpu; default all but compile)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer, smaller shapes and short runs")
     parser.add_argument("--run-s", type=float, default=None, help="seconds of timed runs per measurement (> 0)")
     return parser
@@ -90,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dtype=_DTYPES[args.dtype] if args.dtype else None,
             ops=args.ops,
             impls=args.impl,
+            cpu_rope_impls=args.cpu_impl,
             quick=args.quick,
             run_s=run_s,
             progress=lambda line: print(line, file=sys.stderr, flush=True),

@@ -82,7 +82,8 @@ class CpuRopeImpl:
 
     ``writes`` is ``"out"`` (into the buffers that follow ``q`` and ``k`` in its
     input set), ``"inplace"`` (into ``q`` and ``k``) or ``"new"`` (new tensors);
-    ``ceiling`` marks the copy and the clone, which move ``q`` and ``k`` unrotated.
+    ``ceiling`` marks the copy and the clone, which move ``q`` and ``k`` unrotated;
+    an ``optional`` one runs only when named (its compilation takes seconds per case).
     """
 
     name: str
@@ -90,6 +91,8 @@ class CpuRopeImpl:
     writes: str
     build: Callable
     ceiling: bool = False
+    optional: bool = False
+    traceable: bool = True  # may run under a TorchDispatchMode (compiled code may not)
 
 
 def _tables(shape: CpuRopeShape) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,6 +126,16 @@ def _transformers(shape: CpuRopeShape) -> Callable:
     return lambda q, k: apply_rotary_pos_emb(q, k, cos, sin)
 
 
+def _compiled(shape: CpuRopeShape) -> Callable:
+    cos, sin = _tables(shape)
+
+    def rotate(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return apply_rope(q, cos, sin, backend="torch"), apply_rope(k, cos, sin, backend="torch")
+
+    # compiled on the first call (the check), for this shape and thread count only
+    return torch.compile(rotate, dynamic=False, fullgraph=True)
+
+
 def _copy(shape: CpuRopeShape) -> Callable:
     return lambda q, k, qo, ko: (qo.copy_(q), ko.copy_(k))
 
@@ -131,7 +144,8 @@ def _clone(shape: CpuRopeShape) -> Callable:
     return lambda q, k: (q.clone(), k.clone())
 
 
-#: The ceilings, then the rotations: posenc before (``"torch"``) and after (``"cpu"``, ``"auto"``), transformers.
+#: The ceilings, then the rotations: posenc before (``"torch"``) and after (``"cpu"``, ``"auto"``), transformers,
+#: and (only when named) the formula compiled by TorchInductor.
 CPU_ROPE_IMPLS = (
     CpuRopeImpl("copy", "copy into existing buffers (ceiling)", "out", _copy, ceiling=True),
     CpuRopeImpl("clone", "q.clone(), k.clone() (ceiling)", "new", _clone, ceiling=True),
@@ -141,6 +155,7 @@ CPU_ROPE_IMPLS = (
     CpuRopeImpl("posenc_cpu_out", "apply_rope, backend='cpu', out=", "out", _posenc("cpu", "out")),
     CpuRopeImpl("posenc_cpu_inplace", "apply_rope, backend='cpu', inplace", "inplace", _posenc("cpu", "inplace")),
     CpuRopeImpl("transformers", "transformers apply_rotary_pos_emb", "new", _transformers),
+    CpuRopeImpl("compile", "torch.compile of the formula", "new", _compiled, optional=True, traceable=False),
 )
 #: Names of :data:`CPU_ROPE_IMPLS`, in the same order.
 CPU_ROPE_IMPL_NAMES = tuple(impl.name for impl in CPU_ROPE_IMPLS)
@@ -165,7 +180,7 @@ def _check(impl: CpuRopeImpl, shape: CpuRopeShape, generator: torch.Generator, f
         inv_freq, _ = rope_inv_freq(shape.head_dim)  # [d/2] float64
         positions = torch.arange(shape.offset, shape.offset + shape.seq_len)
         refs = [rope_reference(q, inv_freq, positions), rope_reference(k, inv_freq, positions)]
-    out = call_poisoned(fn, inputs, (q, k), "cpu")  # in place: q and k are not used again
+    out = call_poisoned(fn, inputs, (q, k), "cpu", traceable=impl.traceable)  # in place: q, k not used again
     return relative_error(out, refs)
 
 
@@ -176,8 +191,9 @@ def cpu_rope_cases(
 
     Args:
         shapes: The cases; default :func:`default_cpu_rope_shapes`.
-        impls: Names from :data:`CPU_ROPE_IMPL_NAMES` (default all); the two
-            ceilings are always included, since the ratios need them.
+        impls: Names from :data:`CPU_ROPE_IMPL_NAMES` (default all but the
+            optional ``"compile"``); the two ceilings are always included,
+            since the ratios need them.
         quick: Passed to :func:`default_cpu_rope_shapes` when ``shapes`` is None.
 
     Returns:
@@ -188,7 +204,10 @@ def cpu_rope_cases(
         ValueError: If a name is unknown, or a shape holds a count that is not an int >= 1.
     """
     shapes = default_cpu_rope_shapes(quick=quick) if shapes is None else shapes
-    names = CPU_ROPE_IMPL_NAMES if impls is None else [check_choice("impls", n, CPU_ROPE_IMPL_NAMES) for n in impls]
+    if impls is None:
+        names = [impl.name for impl in CPU_ROPE_IMPLS if not impl.optional]
+    else:
+        names = [check_choice("impls", n, CPU_ROPE_IMPL_NAMES) for n in impls]
     chosen = [impl for impl in CPU_ROPE_IMPLS if impl.ceiling or impl.name in names]
     cases = []
     for shape in shapes:

@@ -221,6 +221,7 @@ def _build_cases(
     sinusoidal_shapes: Sequence[tuple[int, int, int]] | None,
     alibi_shapes: Sequence[tuple[int, int, int]] | None,
     cpu_shapes: Sequence[CpuRopeShape] | None,
+    cpu_impls: Sequence[str] | None = None,
 ) -> list[Case]:
     """The cases of the requested operations, in the order of :data:`OPS`; shapes left None get the defaults."""
     cases = []
@@ -234,7 +235,7 @@ def _build_cases(
         shapes = default_alibi_shapes(device.type, quick=quick) if alibi_shapes is None else alibi_shapes
         cases += alibi_bias_cases(shapes, device, dtype)
     if "rope_cpu" in ops and device.type == "cpu":  # float32, whatever dtype the other operations use
-        cases += cpu_rope_cases(cpu_shapes, quick=quick)
+        cases += cpu_rope_cases(cpu_shapes, cpu_impls, quick=quick)
     return cases
 
 
@@ -290,6 +291,7 @@ def run_benchmark(
     sinusoidal_cases: Sequence[tuple[int, int, int]] | None = None,
     alibi_cases: Sequence[tuple[int, int, int]] | None = None,
     cpu_rope_shapes: Sequence[CpuRopeShape] | None = None,
+    cpu_rope_impls: Sequence[str] | None = None,
     quick: bool = False,
     run_s: float | None = None,
     copy_bytes: int | None = None,
@@ -312,6 +314,8 @@ def run_benchmark(
         cpu_rope_shapes: Cases of ``"rope_cpu"`` (float32, on the CPU only, each
             beside a copy and a clone: ``posenc.benchmark.cpu_rope``); default
             ``default_cpu_rope_shapes(quick=quick)``.
+        cpu_rope_impls: Names from ``posenc.benchmark.cpu_rope.CPU_ROPE_IMPL_NAMES``
+            for ``"rope_cpu"`` (default all but ``"compile"``).
         quick: Fewer and smaller shapes, shorter runs (a smoke test).
         run_s: Seconds of timed runs per measurement.
         copy_bytes: Size of the copy that measures the bandwidth ceiling.
@@ -348,6 +352,7 @@ def run_benchmark(
         sinusoidal_shapes=sinusoidal_cases,
         alibi_shapes=alibi_cases,
         cpu_shapes=cpu_rope_shapes,
+        cpu_impls=cpu_rope_impls,
     )
     run_s = run_s if run_s is not None else (0.05 if quick else (0.3 if on_gpu else 0.2))
     copy, records = _run_cases(

@@ -28,10 +28,12 @@ LINES = re.compile(
     r"|[一兩幾四]行(?:程式碼|公式|文字|小字)"  # 四行程式碼, 這兩行公式, 一行文字, 一行小字, 幾行程式碼, 那一行程式碼
     r"|那一行(?:的(?:相同)?註[解釋]|上方|上)"  # 正弦那一行的註解, position 那一行上方, 源文件那一行上
     r"|這一行建立|該行末尾|同一行末尾|同樣幾行上|兩行上的註[解釋]|一行與此相同"  # lines of the tutorials' code
-    r"|文件中的哪一行|最後一行會說明|合併為一行|逐行手工計算|逐行審查|行號"
+    r"|文件中的哪一行|最後一行會說明|最後一行會給出|合併為一行|逐行手工計算|逐行審查|行號"
 )
 #: Words in which 行 is neither a row nor a line.
-WORDS_WITH_HANG = re.compile(r"執行|進行|運行|並行|平行|行為|換行|可行|自行|另行|不行|行不通|各行其是|反其道而行|行程")
+WORDS_WITH_HANG = re.compile(
+    r"執行|進行|運行|並行|平行|行為|換行|可行|自行|另行|不行|行不通|行得通|各行其是|反其道而行|行程"
+)
 #: Words in which 列 is not a column (a sequence, a list, to list, to line up).
 WORDS_WITH_LIE = re.compile(
     r"序列|列表|排列|列出|系列|数列|并列|队列|列举|罗列|下列|列入|列为|列在|列成|所列|各列一张表"
@@ -263,7 +265,7 @@ TAIWAN = {  # the phrase table's Taiwan words, and the contexts its short keys m
 #: 視窗, 長程, a RoPE 類型; 效能 is speed, a model's quality its 表現).
 MAINLAND_WORDS = re.compile(r"返回|運行|演示|註釋|隨機數|窗口|遠程|rope 型別|效能下降|更好的效能")
 #: 核心 where it is not a compute kernel: a Jupyter kernel, a core API, core code, a CPU core.
-CORE = re.compile(r"核心(?:啟動的時間| API|程式碼)|CPU 核心")
+CORE = re.compile(r"核心(?:啟動的時間| API|程式碼|章節)|CPU 核心")
 
 
 @pytest.mark.parametrize("simplified", TAIWAN)

@@ -607,6 +607,7 @@
     llama4_text: LLAMA4,
     deepseek_v2: { qk_nope_head_dim: 128n, qk_rope_head_dim: 64n, max_position_embeddings: 2048n },
     deepseek_v3: { qk_nope_head_dim: 128n, qk_rope_head_dim: 64n, max_position_embeddings: 4096n },
+    kimi_k2: { qk_nope_head_dim: 128n, qk_rope_head_dim: 64n, max_position_embeddings: 4096n }, // as V3
     mpt: { max_seq_len: 2048n },
     gpt_oss: {
       head_dim: 64n, max_position_embeddings: 131072n, rope_theta: 150000.0,
@@ -1304,6 +1305,7 @@
     llama: buildRope, mistral: buildRope, qwen2: buildRope, qwen3: buildRope, phi3: buildPhi3, gpt_neox: buildGptNeox,
     gptj: buildGptj, gemma3: buildGemma3, gemma3_text: buildGemma3, qwen2_vl: buildQwen2Vl, qwen2_vl_text: buildQwen2Vl,
     falcon: buildFalcon, llama4: buildLlama4, llama4_text: buildLlama4, deepseek_v2: buildDeepseek, deepseek_v3: buildDeepseek,
+    kimi_k2: buildDeepseek, // Kimi K2's config.json: DeepseekV3Config through its auto_map
     bloom: buildAlibi, mpt: buildAlibi, t5: buildT5, gpt_oss: buildGptOss, smollm3: buildSmollm3, cohere2: buildCohere2,
     glm4: buildGlm4, glm4_moe: buildGlm4Moe, qwen3_next: buildQwen3Next, deepseek_v32: buildDeepseek,
   };

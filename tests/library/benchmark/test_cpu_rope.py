@@ -37,7 +37,8 @@ def test_default_shapes_are_the_issue_cases():
 
 def test_every_case_is_checked_timed_and_given_its_ratios(tiny_result):
     records = tiny_result["results"]
-    assert {r["op"] for r in records} == {"rope_cpu"} and len(records) == len(TINY) * len(cpu_rope.CPU_ROPE_IMPLS)
+    by_default = [impl for impl in cpu_rope.CPU_ROPE_IMPLS if not impl.optional]
+    assert {r["op"] for r in records} == {"rope_cpu"} and len(records) == len(TINY) * len(by_default)
     assert all(r["status"] == "ok" and r["dtype"] == "float32" for r in records), [r["reason"] for r in records]
     for r in records:
         assert 0 <= r["rel_err"] < bench.TOLERANCE[torch.float32]
@@ -84,6 +85,16 @@ def test_cases_refuse_unknown_names_and_keep_the_ceilings():
         cpu_rope.cpu_rope_cases([cpu_rope.CpuRopeShape(threads=0)])
     names = [case.impl for case in cpu_rope.cpu_rope_cases(TINY[:1], ["transformers"])]
     assert names == ["copy", "clone", "transformers"]
+
+
+def test_the_compiled_formula_runs_only_when_named_and_outside_the_poisoning_mode():
+    """torch.compile of the formula compiles for seconds per case: the chapter's live run leaves
+    it out, a recording names it (--cpu-impl); compiled code cannot run under a dispatch mode."""
+    default = [case.impl for case in cpu_rope.cpu_rope_cases(TINY[:1])]
+    assert "compile" not in default and "posenc_auto" in default
+    assert [case.impl for case in cpu_rope.cpu_rope_cases(TINY[:1], ["compile"])] == ["copy", "clone", "compile"]
+    (compiled,) = [impl for impl in cpu_rope.CPU_ROPE_IMPLS if impl.name == "compile"]
+    assert compiled.optional and not compiled.traceable and compiled.writes == "new"
 
 
 def test_recorded_and_live_side_by_side(tiny_result, tmp_path):
