@@ -37,7 +37,10 @@ TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download
 # AVX2 kernels (nbval-cpus) and with its generic kernels (nbval-elsewhere). The three
 # editions share their code and outputs (tests/tooling/test_editions.py), so the English chapters
 # run natively, the Traditional ones with AVX2 and the Simplified ones elsewhere: every
-# chapter of every edition runs once, each cell under all three.
+# chapter of every edition runs once, each cell under all three. The native run keeps torch's
+# default thread count; the other two give each of their two workers' kernels one thread
+# (ONE_THREAD), which is faster on two cores than four threads contending for them, and
+# compares every output under a second thread count too.
 # (one folder per clone, so that two clones can run their tests side by side)
 ELSEWHERE ?= $(or $(TMPDIR),/tmp)/posenc-elsewhere-$(firstword $(shell printf %s '$(CURDIR)' | cksum))
 # Two workers take whole notebooks in the order given (--no-loadscope-reorder), the slowest
@@ -45,12 +48,13 @@ ELSEWHERE ?= $(or $(TMPDIR),/tmp)/posenc-elsewhere-$(firstword $(shell printf %s
 # -p nbval_kernels (tests/plugins/, on PYTHONPATH): a kernel that dies before it answers, two
 # workers having started theirs in the same instant, is started again.
 NBVAL := -m pytest -q -p nbval_kernels -n 2 --dist loadfile --no-loadscope-reorder --nbval --nbval-sanitize-with
-SLOW_FIRST := 10_pytorch 12_gpu_timing 11_experiments 05_relative 04_learned 09_models
+SLOW_FIRST := 11_experiments 10_pytorch 12_gpu_timing 05_relative 04_learned 02_sinusoidal 07_long_context 09_models
 slow_first = $(foreach s,$(SLOW_FIRST),$(filter %$(s).ipynb,$(1))) $(filter-out $(foreach s,$(SLOW_FIRST),%$(s).ipynb),$(1))
 NBVAL_LAX := -m pytest -q -p nbval_kernels --nbval-lax -p no:cacheprovider --rootdir .
 # The order in which `make test` runs the chapters under the three kernel sets.
 NBVAL_RUNS := nbval nbval-cpus nbval-elsewhere
 PLUGINS := $(abspath tests/plugins)
+ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # The chapter that runs once more with Triton hidden.
 NO_TRITON_CHAPTER ?= 12_gpu_timing.ipynb
 # Compiled-artefact caches. TorchInductor's FX-graph cache is keyed without the CPU's vector
@@ -145,7 +149,7 @@ nbval: $(VENV)/.test
 
 # The same comparison with the kernels ATen picks on an AVX2 machine.
 nbval-cpus: $(VENV)/.test
-	$(call junit,nbval-cpus) $(call own_caches,$(CACHES)/nbval-cpus) export ATEN_CPU_CAPABILITY=avx2 PYTHONPATH=$(PLUGINS) && $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(HANT)) $(call record,nbval-cpus,zh-hant)
+	$(call junit,nbval-cpus) $(call own_caches,$(CACHES)/nbval-cpus) export ATEN_CPU_CAPABILITY=avx2 $(ONE_THREAD) PYTHONPATH=$(PLUGINS) && $(PY) $(NBVAL) tests/nbval_sanitize.cfg $(call slow_first,$(HANT)) $(call record,nbval-cpus,zh-hant)
 
 # Every chapter (Simplified edition) copied to a folder outside the repository and compared there, with posenc
 # installed from its wheel (so its data files must ship in it) and ATen's generic kernels;
@@ -156,11 +160,11 @@ nbval-elsewhere: $(VENV)/.test
 	$(INSTALL) --quiet --no-deps --target $(ELSEWHERE)/site $(ELSEWHERE)/posenc-*.whl
 	cp $(HANS) tests/nbval_sanitize.cfg $(ELSEWHERE)/zh-hans/ && cp tests/plugins/nbval_kernels.py $(ELSEWHERE)/plugins/
 	echo 'raise ImportError("Triton is hidden: chapters must run without it")' > $(ELSEWHERE)/no-triton/triton/__init__.py
-	$(call junit,nbval-elsewhere) $(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site:$(ELSEWHERE)/plugins ATEN_CPU_CAPABILITY=default && \
+	$(call junit,nbval-elsewhere) $(call own_caches,$(ELSEWHERE)/caches/chapters) cd $(ELSEWHERE)/zh-hans && export PYTHONPATH=$(ELSEWHERE)/site:$(ELSEWHERE)/plugins ATEN_CPU_CAPABILITY=default $(ONE_THREAD) && \
 	  $(abspath $(PY)) -c 'import posenc, posenc_book; assert all(m.__file__.startswith("$(ELSEWHERE)/site/") for m in (posenc, posenc_book))' && \
 	  $(abspath $(PY)) $(NBVAL) nbval_sanitize.cfg -p no:cacheprovider --rootdir . $(call slow_first,$(notdir $(HANS))) \
 	  $(call record,nbval-elsewhere,zh-hans)
-	$(call junit,no-triton) $(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site:$(ELSEWHERE)/plugins && \
+	$(call junit,no-triton) $(call own_caches,$(ELSEWHERE)/caches/no-triton) cd $(ELSEWHERE) && export PYTHONPATH=$(ELSEWHERE)/no-triton:$(ELSEWHERE)/site:$(ELSEWHERE)/plugins $(ONE_THREAD) && \
 	  $(abspath $(PY)) -c 'from posenc.triton_rope import triton_available; assert not triton_available()' && \
 	  $(abspath $(PY)) $(NBVAL_LAX) zh-hans/$(NO_TRITON_CHAPTER) $(call record,no-triton,zh-hans,--kind check)
 

@@ -105,3 +105,18 @@ def test_a_figure_on_a_phone_keeps_8_points_at_9_pixels(tmp_path):
         'src="../_images/ab12.png" /></span></p><img src="../_static/logo.png">'
     )
     assert style.with_phone_widths(wrapped, page) == wrapped  # a second build wraps nothing twice
+
+
+def test_inline_code_keeps_its_words_and_loses_only_their_spans():
+    """book/_ext/page_style.py: Sphinx's one span per word of inline code is unwrapped (the API
+    page's 8,900 of them cost every browser, and axe-core's contrast rule, their layout);
+    the text, the code element and every other span stay."""
+    style = extension("page_style")
+    html = (
+        '<code class="docutils literal notranslate"><span class="pre">apply_rope(q,</span> '
+        '<span class="pre">k)</span></code> <span class="n"><span class="pre">x</span></span>'
+    )
+    assert style.repair(html) == (
+        '<code class="docutils literal notranslate">apply_rope(q, k)</code> <span class="n">x</span>'
+    )
+    assert style.repair(style.repair(html)) == style.repair(html)

@@ -427,3 +427,9 @@ def test_no_chapter_is_longer_than_a_sitting(page):
     assert words > 1000, f"{page.name}: {words} words: the counter missed the article"
     if page.stem != "13_claims":
         assert words <= WORD_LIMIT, f"{page.name}: {words} words on the page (at most {WORD_LIMIT:,})"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_inline_code_has_no_span_per_word(page):
+    """The build unwraps Sphinx's per-word spans (book/_ext/page_style.py) on every page."""
+    assert '<span class="pre">' not in page.read_text(encoding="utf-8")
