@@ -108,7 +108,7 @@ def cope_bias(q: torch.Tensor, positions: torch.Tensor, pos_emb: torch.Tensor) -
     elif not torch.isfinite(positions).all():
         raise ValueError("positions must be finite, got NaN or infinite values")
     else:
-        low, high = float(positions.min()), float(positions.max())
+        low, high = float(positions.detach().min()), float(positions.detach().max())  # learned gates need grad
         if low < 0 or high > top:
             raise ValueError(
                 f"positions must lie in [0, {top}] for a table of {top + 1} embeddings, got values in [{low}, {high}]; "

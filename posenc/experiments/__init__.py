@@ -5,7 +5,10 @@
 * :mod:`~posenc.experiments.schemes`: the eight schemes of the book,
   registered when this package is imported.
 * :mod:`~posenc.experiments.layered`: per-layer schemes, ``"irope"``
-  (Llama 4) and ``"local_global"`` (Gemma 3), registered likewise.
+  (Llama 4), ``"local_global"`` (Gemma 3) and ``"rope_nope"`` (Cohere Command
+  R7B), registered likewise.
+* :mod:`~posenc.experiments.frontier`: schemes of recent papers, ``"fire"``,
+  ``"cope"`` and ``"rope_pose"`` (RoPE trained with PoSE), registered likewise.
 * :mod:`~posenc.experiments.tasks`: the synthetic order-sensitive tasks.
 * :mod:`~posenc.experiments.model`: :class:`TinyConfig` and
   ``TinyTransformer(config)``.
@@ -24,7 +27,8 @@ It builds on the encodings of :mod:`posenc`; no encoding imports it.
 from .cli import main
 from .corpus import OTHER, VOCAB, VOCAB_SIZE, TextCorpus, TextTask, decode_text, encode_text, stdlib_corpus
 from .extrapolation import ALL_SCHEMES, DEFAULT_OUT, ExperimentConfig, build_task, run_experiments, train_and_evaluate
-from .layered import IRopeScheme, LocalGlobalScheme
+from .frontier import CoPEScheme, FIREScheme, RopePoSEScheme
+from .layered import IRopeScheme, LocalGlobalScheme, RopeNopeScheme
 from .long_context import (
     SCALING_METHODS,
     SCALING_SCHEMA,
@@ -55,7 +59,18 @@ from .schemes import (
     SinusoidalScheme,
     T5Scheme,
 )
-from .tasks import IGNORE, TASKS, LookupTask, ReverseTask, ShiftTask, Task, TaskBatch, make_task
+from .tasks import (
+    IGNORE,
+    TASKS,
+    CountTask,
+    LookupTask,
+    PasskeyTask,
+    ReverseTask,
+    ShiftTask,
+    Task,
+    TaskBatch,
+    make_task,
+)
 from .text import TEXT_SCHEMA, TextConfig, evaluate_text, load_text_results, run_text_experiment, text_summary
 from .train import (
     SCHEDULES,
@@ -81,15 +96,21 @@ __all__ = [
     "VOCAB",
     "VOCAB_SIZE",
     "ALiBiScheme",
+    "CoPEScheme",
+    "CountTask",
     "ExperimentConfig",
+    "FIREScheme",
     "IRopeScheme",
     "LearnedScheme",
     "LocalGlobalScheme",
     "LookupTask",
     "NoPositions",
+    "PasskeyTask",
     "PositionScheme",
     "ReverseTask",
+    "RopeNopeScheme",
     "RopePIScheme",
+    "RopePoSEScheme",
     "RopeScheme",
     "ScalingConfig",
     "SchemeFactory",

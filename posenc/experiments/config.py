@@ -47,9 +47,10 @@ class ExperimentConfig:
 
     Args:
         schemes: Registered position schemes (:func:`posenc.experiments.position_schemes`).
-        tasks: Task names (``"reverse"``, ``"shift"``, ``"lookup"``), built
-            with their defaults (16 symbols; ``lookup`` with ``max_length``
-            the longest evaluation length).
+        tasks: Task names (``"reverse"``, ``"shift"``, ``"lookup"``,
+            ``"passkey"``, ``"count"``), built with their defaults (16 symbols,
+            10 digits for ``passkey``, 4 symbols counted up to 7 for ``count``;
+            ``lookup`` with ``max_length`` the longest evaluation length).
         seeds: Seeds, >= 0; a seed sets the initial weights and the batches.
         steps: Optimizer steps per run, at most.
         train_length: Data tokens of every training input.

@@ -9,8 +9,11 @@ the model calls ``rotate`` and ``attend`` of ``for_layer(i)`` in layer ``i``.
 * ``"local_global"`` (:class:`LocalGlobalScheme`): Gemma 3's pattern,
   sliding-window layers with RoPE of base 10,000 and, every
   ``global_every``-th layer, a global layer with RoPE of base 1,000,000.
+* ``"rope_nope"`` (:class:`RopeNopeScheme`): Cohere Command R7B's pattern,
+  sliding-window layers with RoPE and, every ``nope_every``-th layer, a
+  global layer with no position encoding.
 
-Both are registered by name when :mod:`posenc.experiments` is imported; they
+All three are registered by name when :mod:`posenc.experiments` is imported; they
 are not among the eight schemes of the book's extrapolation experiment.
 """
 
@@ -22,7 +25,14 @@ from .._checks import check_base, check_even_dim, check_heads, check_nonnegative
 from .registry import PositionScheme, register_position_scheme
 from .schemes import NoPositions, RopeScheme
 
-__all__ = ["IRopeScheme", "LocalGlobalScheme", "PerLayerScheme", "SlidingWindowRopeScheme", "sliding_window_bias"]
+__all__ = [
+    "IRopeScheme",
+    "LocalGlobalScheme",
+    "PerLayerScheme",
+    "RopeNopeScheme",
+    "SlidingWindowRopeScheme",
+    "sliding_window_bias",
+]
 
 
 def _check_rope(dim: int, num_heads: int, name: str, base: object) -> float:
@@ -227,5 +237,76 @@ class LocalGlobalScheme(PerLayerScheme):
         return self.global_scheme if self.is_global(index) else self.local_scheme
 
 
+class RopeNopeScheme(PerLayerScheme):
+    """Cohere Command R7B's RoPE/NoPE hybrid: sliding-window RoPE layers, and every ``nope_every``-th layer
+    global with no position encoding.
+
+    Layer ``i`` (from 0) is a NoPE layer when ``i % nope_every == nope_every - 1``:
+    :class:`NoPositions`, attending to every key. The others are local
+    :class:`~posenc.experiments.layered.SlidingWindowRopeScheme` layers: RoPE,
+    with a query seeing the ``window`` keys up to itself (causal) or within
+    ``window - 1`` positions on either side (bidirectional). Positions reach the
+    global layers only through what the local layers wrote into the residual
+    stream, and a local layer never sees a distance of ``window`` or more, however
+    long the input.
+
+    Command R7B (and Command A, Hugging Face's ``cohere2``) has three local layers
+    per global one (``nope_every=4``), a window of 4,096 tokens and the
+    ``interleaved`` layout. The tiny Transformer has two layers, hence the default
+    ``nope_every=2``: layer 0 local RoPE, layer 1 global NoPE; and a window of
+    ``max_len // 4``, as :class:`LocalGlobalScheme`. With a window covering the
+    whole input the scheme computes exactly what ``"irope"`` with the same
+    ``nope_every`` does. Llama 4's iRoPE (:class:`IRopeScheme`) differs in its
+    local layers: chunks of 8,192 tokens rather than a sliding window, left out
+    there.
+
+    Args:
+        dim: Model dimension, divisible by ``num_heads``, with an even head
+            dimension.
+        num_heads: Number of heads.
+        max_len: The model's longest input; sets the default window.
+        window: Keys a local layer's query sees, itself included, >= 1;
+            default ``max(1, max_len // 4)``.
+        nope_every: Every how many layers one is global NoPE, >= 1 (1: all
+            layers NoPE).
+        base: RoPE frequency base of the local layers, > 1.
+        layout: ``"half"`` or ``"interleaved"``.
+    """
+
+    def __init__(
+        self,
+        *,
+        dim: int,
+        num_heads: int,
+        max_len: int,
+        window: int | None = None,
+        nope_every: int = 2,
+        base: float = 10000.0,
+        layout: str = "half",
+    ) -> None:
+        super().__init__()
+        base = _check_rope(dim, num_heads, "base", base)
+        window = max(1, check_positive_int("max_len", max_len) // 4) if window is None else window
+        self.nope_every = _check_every("nope_every", nope_every)
+        self.rope = SlidingWindowRopeScheme(dim=dim, num_heads=num_heads, window=window, base=base, layout=layout)
+        self.nope = NoPositions()
+
+    @property
+    def window(self) -> int:
+        return self.rope.window
+
+    def extra_repr(self) -> str:
+        return f"window={self.window}, nope_every={self.nope_every}"
+
+    def is_nope(self, index: int) -> bool:
+        """Whether layer ``index`` is a global layer without position encoding."""
+        return check_nonnegative_int("index", index) % self.nope_every == self.nope_every - 1
+
+    def for_layer(self, index: int) -> PositionScheme:
+        """:class:`NoPositions` for every ``nope_every``-th layer, else the sliding-window RoPE scheme."""
+        return self.nope if self.is_nope(index) else self.rope
+
+
 register_position_scheme("irope", IRopeScheme)
 register_position_scheme("local_global", LocalGlobalScheme)
+register_position_scheme("rope_nope", RopeNopeScheme)

@@ -52,16 +52,21 @@ class TinyConfig:
             ``"none"``, ``"sinusoidal"``, ``"learned"``, ``"shaw"``,
             ``"t5"``, ``"alibi"``, ``"rope"``, ``"rope_pi"``; the per-layer
             ``"irope"`` (Llama 4: RoPE, with no positions in every fourth
-            layer) and ``"local_global"`` (Gemma 3: sliding-window RoPE
+            layer), ``"local_global"`` (Gemma 3: sliding-window RoPE
             layers, every ``global_every``-th layer global with a larger
-            base), from ``posenc.experiments.layered``; or any added with
+            base) and ``"rope_nope"`` (Command R7B: sliding-window RoPE
+            layers, every ``nope_every``-th layer global without positions),
+            from ``posenc.experiments.layered``; ``"fire"``, ``"cope"`` and
+            ``"rope_pose"`` (RoPE trained with PoSE's skip-wise positions),
+            from ``posenc.experiments.frontier``; or any added with
             :func:`posenc.experiments.register_position_scheme`.
         dim: Model dimension, divisible by ``num_heads``.
         num_heads: Number of attention heads.
         num_layers: Number of blocks.
         max_len: Longest input the model is built for: the table size of a
-            learned scheme, and the trained length that ``"rope_pi"``
-            compresses longer inputs into.
+            learned scheme, the trained length that ``"rope_pi"``
+            compresses longer inputs into, and the default sizes of the
+            newer schemes (FIRE's threshold, CoPE's table, PoSE's target).
         causal: Causal (decoder-style) attention instead of bidirectional.
         mlp_ratio: Hidden width of the MLP as a multiple of ``dim``.
         embed_std: Standard deviation of the initial token embeddings. The

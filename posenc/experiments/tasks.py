@@ -1,9 +1,9 @@
 """Synthetic order-sensitive tasks for the tiny Transformer (:class:`posenc.experiments.TinyTransformer`).
 
 Each task draws random sequences of ``num_symbols`` data tokens from a
-``torch.Generator`` and says, per position, which token the model must output.
-The answer depends on where tokens stand, not only on which tokens occur, so a
-model that cannot see positions cannot solve them. Any length can be drawn, so
+``torch.Generator`` and says, per position, which token (for ``"count"``, which
+class) the model must output. The answer depends on where tokens stand, not only
+on which tokens occur, so a model that cannot see positions cannot solve them. Any length can be drawn, so
 a model trained on one length can be tested on two or four times that length.
 
 * ``"reverse"``: output the sequence backwards; position ``i`` answers with
@@ -13,6 +13,13 @@ a model trained on one length can be tested on two or four times that length.
 * ``"lookup"``: the token at a queried position. The data is followed by
   query tokens, each naming a position ``p``; the answer at a query is the
   token at ``p``.
+* ``"passkey"``: a needle in a haystack. A key marker stands at a random
+  position, followed by the key; a query marker ends the input, and the
+  answer there is the key, the token right after the marker.
+* ``"count"``: at every position, how often the current token occurred
+  before it (capped): counting by content, the motivating case of CoPE
+  (``posenc.cope``). The answer depends on which tokens come earlier, not on
+  how far back they stand.
 
 Targets hold ``IGNORE`` (-100) where there is nothing to predict, the value
 ``torch.nn.functional.cross_entropy`` skips by default.
@@ -23,10 +30,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from .._checks import check_choice, check_nonnegative_int, check_positive_int
 
-__all__ = ["IGNORE", "TASKS", "LookupTask", "ReverseTask", "ShiftTask", "Task", "TaskBatch", "make_task"]
+__all__ = [
+    "IGNORE",
+    "TASKS",
+    "CountTask",
+    "LookupTask",
+    "PasskeyTask",
+    "ReverseTask",
+    "ShiftTask",
+    "Task",
+    "TaskBatch",
+    "make_task",
+]
 
 #: Target value for positions without an answer (cross_entropy's ignore_index).
 IGNORE = -100
@@ -199,17 +218,120 @@ class LookupTask(Task):
         return TaskBatch(inputs, targets)
 
 
+class PasskeyTask(Task):
+    """A needle in a haystack: the key after a marker, asked for at the end.
+
+    The input is ``length`` data tokens, the haystack, followed by one query
+    token. The data tokens are drawn uniformly from ``0 .. num_symbols - 1``
+    (the digits); then the token at one position ``p``, drawn uniformly from
+    ``0 .. length - 2``, is replaced by the key marker ``num_symbols``. The key
+    is the digit at ``p + 1``; the query token ``num_symbols + 1`` comes last,
+    and the answer there is the key::
+
+        inputs  = x_0 .. x_{p-1}, KEY, d, x_{p+2} .. x_{n-1}, QUERY
+        targets = IGNORE, ..., IGNORE, d
+
+    The haystack holds the same digits as the key, so the key is found by
+    where it stands, right after the marker, not by what it is. Only the
+    query has an answer; guessing a digit is right with ``1 / num_symbols``.
+
+    Args:
+        num_symbols: Number of digit values (the key's and the haystack's), >= 2.
+    """
+
+    name = "passkey"
+
+    def __init__(self, num_symbols: int = 10) -> None:
+        super().__init__(num_symbols)
+
+    @property
+    def key_token(self) -> int:
+        """The id of the key marker, ``num_symbols``."""
+        return self.num_symbols
+
+    @property
+    def query_token(self) -> int:
+        """The id of the query marker, ``num_symbols + 1``."""
+        return self.num_symbols + 1
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_symbols + 2
+
+    def seq_len(self, length: int) -> int:
+        return length + 1
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
+        x = self._data(batch_size, length, generator)  # [b, n]
+        if length < 2:
+            raise ValueError(f"length must be >= 2 (the key marker and the key), got {length}")
+        where = torch.randint(length - 1, (batch_size, 1), generator=generator)  # [b, 1]: the marker's position p
+        key = x.gather(1, where + 1)  # [b, 1]: the digit at p + 1
+        x = x.scatter(1, where, self.key_token)
+        inputs = torch.cat([x, torch.full_like(key, self.query_token)], dim=1)  # [b, n + 1]
+        targets = torch.cat([torch.full_like(x, IGNORE), key], dim=1)  # [b, n + 1]
+        return TaskBatch(inputs, targets)
+
+
+class CountTask(Task):
+    """At every position, how many times the current token occurred before it, capped at ``max_count``.
+
+    The answer at position ``i`` is ``min(#{t < i : x_t = x_i}, max_count)``,
+    a class in ``0 .. max_count``: 0 at a token's first occurrence, 1 at its
+    second, ..., ``max_count`` at its ``max_count + 1``-th and every later
+    one. It depends on which tokens come before ``i``, whatever their distance:
+    counting by content, the case Golovneva et al. 2024 built CoPE for
+    (``posenc.cope``). A causal model sees which tokens come earlier through
+    its mask; a bidirectional one needs positions for it.
+
+    ``chance`` is ``1 / (max_count + 1)``, a class guessed uniformly at
+    random. The classes are not equally frequent: small counts dominate short
+    inputs, and the capped class grows more frequent as inputs grow longer
+    (with 4 symbols, most positions of an input of 64 tokens have seen their
+    token 7 times or more), so a model that always answers the cap scores
+    well above chance on long inputs.
+
+    Args:
+        num_symbols: Number of data tokens, >= 2.
+        max_count: The largest answer, >= 1; the answers are ``max_count + 1``
+            classes, ids ``0 .. max_count`` of the model's output.
+    """
+
+    name = "count"
+
+    def __init__(self, num_symbols: int = 4, max_count: int = 7) -> None:
+        super().__init__(num_symbols)
+        self.max_count = check_positive_int("max_count", max_count)
+
+    def __repr__(self) -> str:
+        return f"CountTask(num_symbols={self.num_symbols}, max_count={self.max_count})"
+
+    @property
+    def vocab_size(self) -> int:
+        return max(self.num_symbols, self.max_count + 1)
+
+    @property
+    def chance(self) -> float:
+        return 1.0 / (self.max_count + 1)
+
+    def sample(self, batch_size: int, length: int, generator: torch.Generator | None = None) -> TaskBatch:
+        x = self._data(batch_size, length, generator)  # [b, n]
+        seen = F.one_hot(x, self.num_symbols).cumsum(1)  # [b, n, symbols]: occurrences of each symbol in x_0 .. x_i
+        counts = seen.gather(2, x.unsqueeze(-1)).squeeze(-1) - 1  # [b, n]: #{t < i : x_t = x_i}
+        return TaskBatch(x, counts.clamp(max=self.max_count))
+
+
 #: The tasks by name.
-TASKS: dict[str, type[Task]] = {t.name: t for t in (ReverseTask, ShiftTask, LookupTask)}
+TASKS: dict[str, type[Task]] = {t.name: t for t in (ReverseTask, ShiftTask, LookupTask, PasskeyTask, CountTask)}
 
 
 def make_task(name: str, **options) -> Task:
     """Build a task by name.
 
     Args:
-        name: ``"reverse"``, ``"shift"`` or ``"lookup"``.
+        name: ``"reverse"``, ``"shift"``, ``"lookup"``, ``"passkey"`` or ``"count"``.
         **options: Passed to the task's constructor (``num_symbols``,
-            ``shift``, ``num_queries``, ``max_length``).
+            ``shift``, ``num_queries``, ``max_length``, ``max_count``).
 
     Returns:
         The :class:`Task`.

@@ -228,7 +228,7 @@ def test_default_configuration_is_the_chapters():
         (dict(schemes=("rotary",)), r"schemes must be one of .*'rope'.*; got 'rotary'"),
         (dict(schemes="rope"), r"schemes must be a non-empty list of names, got 'rope'"),
         (dict(schemes=("rope", "rope")), r"schemes must not repeat a name, got \['rope', 'rope'\]"),
-        (dict(tasks=("sort",)), r"tasks must be one of 'reverse', 'shift', 'lookup'; got 'sort'"),
+        (dict(tasks=("sort",)), r"tasks must be one of 'reverse', 'shift', 'lookup', 'passkey', 'count'; got 'sort'"),
         (dict(seeds=()), r"seeds must be a non-empty list of ints, got \(\)"),
         (dict(seeds=(-1,)), r"seeds must be >= 0, got -1"),
         (dict(multipliers=(1, 0)), r"multipliers must be >= 1, got 0"),

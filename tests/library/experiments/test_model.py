@@ -78,7 +78,7 @@ def test_tasks_are_seeded_and_take_any_length(name):
 
 def test_unknown_scheme_is_rejected_with_the_known_names():
     with pytest.raises(
-        ValueError, match=r"scheme must be one of 'alibi', 'irope', 'learned', 'local_global', 'none', .*got 'rotary'"
+        ValueError, match=r"scheme must be one of 'alibi', 'cope', 'fire', 'irope', 'learned', .*got 'rotary'"
     ):
         TinyTransformer(TinyConfig(10, scheme="rotary"))
     with pytest.raises(ValueError, match=r"scheme must be one of .*got 'Learned'"):
@@ -218,7 +218,10 @@ def test_bad_model_config(kwargs, match):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: make_task("sort"), r"task must be one of 'reverse', 'shift', 'lookup'; got 'sort'"),
+        (
+            lambda: make_task("sort"),
+            r"task must be one of 'reverse', 'shift', 'lookup', 'passkey', 'count'; got 'sort'",
+        ),
         (lambda: ShiftTask(shift=4).sample(2, 4), r"length must be > shift = 4, got 4"),
         (lambda: LookupTask(max_length=8).sample(2, 9), r"length must be <= max_length = 8, got 9"),
         (lambda: ReverseTask(num_symbols=1), r"num_symbols must be >= 2, got 1"),

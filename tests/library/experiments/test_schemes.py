@@ -40,8 +40,9 @@ def _qkv(b=2, h=4, s=7, d=8, seed=0):
 
 
 def test_every_scheme_of_the_book_is_registered():
-    # the book's eight, and the per-layer patterns of today's models
-    assert set(position_schemes()) == {"none", "sinusoidal", "learned", *NEW, "irope", "local_global"}
+    # the book's eight, the per-layer patterns of today's models, and the schemes of recent papers
+    layered, frontier = {"irope", "local_global", "rope_nope"}, {"fire", "cope", "rope_pose"}
+    assert set(position_schemes()) == {"none", "sinusoidal", "learned", *NEW, *layered, *frontier}
     expected = {"shaw": ShawScheme, "t5": T5Scheme, "alibi": ALiBiScheme, "rope": RopeScheme, "rope_pi": RopePIScheme}
     for name, cls in expected.items():
         scheme = make_position_scheme(name, dim=32, num_heads=4, max_len=16)
