@@ -42,6 +42,15 @@ def _causal(rel: torch.Tensor, remapped: torch.Tensor) -> torch.Tensor:
     return torch.where(rel >= 0, remapped, rel)
 
 
+def _window_within(outer_name: str, outer: object, inner_name: str, inner: object) -> tuple[int, int]:
+    """``outer`` and ``inner`` checked as ints >= 1, ``inner`` no larger than ``outer``."""
+    outer = check_positive_int(outer_name, outer)
+    inner = check_positive_int(inner_name, inner)
+    if inner > outer:
+        raise ValueError(f"{inner_name} must be <= {outer_name} ({outer}), got {inner}")
+    return outer, inner
+
+
 def rerope_distances(seq_len: int, window: int) -> torch.Tensor:
     """ReRoPE's distances: ``min(i - j, w)``, clipped at the window.
 
@@ -116,10 +125,7 @@ def dual_chunk_distances(seq_len: int, chunk_len: int, local_window: int) -> tor
         ValueError: If an argument is not an int >= 1, or ``local_window`` exceeds ``chunk_len``.
     """
     rel = _plain(seq_len)
-    s = check_positive_int("chunk_len", chunk_len)
-    w = check_positive_int("local_window", local_window)
-    if w > s:
-        raise ValueError(f"local_window must be <= chunk_len ({s}), got {w}")
+    s, w = _window_within("chunk_len", chunk_len, "local_window", local_window)
     pos = torch.arange(seq_len)
     apart = pos[:, None] // s - pos[None, :] // s  # [s, s]: chunks between query and key
     q_intra = (pos % s)[:, None]
@@ -151,10 +157,7 @@ def string_distances(seq_len: int, shift: int, window: int) -> torch.Tensor:
         ValueError: If an argument is not an int >= 1, or ``window`` exceeds ``shift``.
     """
     rel = _plain(seq_len)
-    shift = check_positive_int("shift", shift)
-    window = check_positive_int("window", window)
-    if window > shift:
-        raise ValueError(f"window must be <= shift ({shift}), got {window}")
+    shift, window = _window_within("shift", shift, "window", window)
     # d(i, j) = i - j if i - j < S, else i - j - S + w
     return _causal(rel, torch.where(rel < shift, rel, rel - shift + window))
 
