@@ -102,6 +102,11 @@ class SlidingWindowRopeScheme(RopeScheme):
         return super().attend(q, k, v, bias=bias, causal=causal, offset=offset)
 
 
+def _default_window(max_len: object, window: int | None) -> int | None:
+    """``window``, or a local layer's default of a quarter of ``max_len`` (at least 1)."""
+    return max(1, check_positive_int("max_len", max_len) // 4) if window is None else window
+
+
 def _check_every(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an int >= 1 (1: every layer), got {value!r}")
@@ -214,7 +219,7 @@ class LocalGlobalScheme(PerLayerScheme):
         super().__init__()
         local_base = _check_rope(dim, num_heads, "local_base", local_base)
         global_base = check_base("global_base", global_base)
-        window = max(1, check_positive_int("max_len", max_len) // 4) if window is None else window
+        window = _default_window(max_len, window)
         self.global_every = _check_every("global_every", global_every)
         self.local_scheme = SlidingWindowRopeScheme(
             dim=dim, num_heads=num_heads, window=window, base=local_base, layout=layout
@@ -286,7 +291,7 @@ class RopeNopeScheme(PerLayerScheme):
     ) -> None:
         super().__init__()
         base = _check_rope(dim, num_heads, "base", base)
-        window = max(1, check_positive_int("max_len", max_len) // 4) if window is None else window
+        window = _default_window(max_len, window)
         self.nope_every = _check_every("nope_every", nope_every)
         self.rope = SlidingWindowRopeScheme(dim=dim, num_heads=num_heads, window=window, base=base, layout=layout)
         self.nope = NoPositions()
