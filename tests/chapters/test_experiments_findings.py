@@ -259,3 +259,79 @@ def test_local_and_global_layers_extrapolate_on_text_and_nope_layers_do_not():
 
     theta, _ = rope_inv_freq(config["dim"] // config["num_heads"], base=1e6, dtype=torch.float64)
     assert [round(n * theta[2].item(), 1) for n in (63, 511)] == [2.0, 16.2]
+
+
+# --- the frontier schemes on passkey and count (chapter 15): FIRE, CoPE, RoPE with PoSE, Command R7B's layers ---
+
+
+def _count_bars(n: int, cap: int = 7, p: float = 0.25) -> tuple[float, float]:
+    """Accuracy over n positions of answering the cap everywhere, and of the commonest count per position."""
+    from math import comb
+
+    cap_share = by_position = 0.0
+    for i in range(n):
+        probs = [0.0] * (cap + 1)
+        for k in range(i + 1):
+            probs[min(k, cap)] += comb(i, k) * p**k * (1 - p) ** (i - k)
+        cap_share, by_position = cap_share + probs[-1] / n, by_position + max(probs) / n
+    return cap_share, by_position
+
+
+@pytest.fixture(scope="module")
+def frontier():
+    document = load_experiments(DATA / "frontier_experiments.json")
+    config = ExperimentConfig.from_dict(document["config"])
+    runs = {(r["task"], r["scheme"], r["seed"]): r for r in document["runs"]}
+    return config, runs
+
+
+def _reached(frontier, task, name, m):
+    config, runs = frontier
+    index = config.multipliers.index(m)
+    return [c["evaluations"][index]["accuracy"] for s in config.seeds for c in runs[task, name, s]["checkpoints"]]
+
+
+def _final(frontier, task, name, m):
+    config, runs = frontier
+    index = config.multipliers.index(m)
+    return [runs[task, name, s]["evaluations"][index]["accuracy"] for s in config.seeds]
+
+
+def test_the_frontier_experiment_covers_twelve_schemes_two_tasks_three_seeds(frontier):
+    config, runs = frontier
+    assert config.tasks == ("passkey", "count") and config.seeds == (0, 1, 2) and config.multipliers == (1, 2, 4)
+    assert config.schemes[-4:] == ("fire", "cope", "rope_nope", "rope_pose") and len(config.schemes) == 12
+    assert config.steps == 1000 and config.checkpoints == (250, 500) and config.converged_loss == 0.01
+    assert len(runs) == 12 * 2 * 3
+
+
+def test_the_designs_that_meet_no_new_distance_keep_the_passkey_at_four_times_the_length(frontier):
+    config, _ = frontier
+    assert all(min(_final(frontier, "passkey", s, 1)) >= 0.99 for s in config.schemes)
+    for name in ("alibi", "rope_nope", "rope_pose"):
+        assert min(_reached(frontier, "passkey", name, 4)) >= 0.98
+    for name in ("fire", "shaw", "cope"):
+        assert min(_reached(frontier, "passkey", name, 4)) >= 0.72
+    plain = _reached(frontier, "passkey", "rope", 4) + _reached(frontier, "passkey", "sinusoidal", 4)
+    assert max(plain) <= 0.36 < 0.41 <= min(_reached(frontier, "passkey", "none", 4))
+    assert min(_reached(frontier, "passkey", "rope_pi", 4)) > max(_reached(frontier, "passkey", "rope", 4))
+
+
+def test_no_scheme_counts_beyond_the_trained_length(frontier):
+    config, runs = frontier
+    always_cap, by_position = _count_bars(64)
+    assert round(always_cap, 2) == 0.56 and round(by_position, 2) == 0.67
+    assert round(1 / _count_bars(16)[0]) in range(100, 120)  # a 7 is rare in training
+    running = [s for s in config.schemes if s != "learned"]
+    assert max(a for s in running for a in _reached(frontier, "count", s, 4)) < by_position
+    assert sum(max(_reached(frontier, "count", s, 4)) < always_cap for s in running) > len(running) / 2
+    assert max(_reached(frontier, "count", "rope_pi", 4)) < 1 / 8
+    assert all(runs["count", s, seed]["converged_at"] is None for s in config.schemes for seed in config.seeds)
+
+
+def test_the_count_bars_are_those_of_sampled_inputs():
+    from posenc.experiments import make_task
+
+    targets = make_task("count").sample(20_000, 64, torch.Generator().manual_seed(3)).targets
+    always_cap, _ = _count_bars(64)
+    assert abs((targets == 7).double().mean().item() - always_cap) < 0.01
