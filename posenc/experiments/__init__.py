@@ -48,7 +48,7 @@ from .registry import (
     position_schemes,
     register_position_scheme,
 )
-from .results import SCHEMA, environment, experiment_summary, load_experiments
+from .results import SCHEMA, Accuracies, environment, experiment_summary, load_experiments
 from .schemes import (
     ALiBiScheme,
     LearnedScheme,
@@ -96,6 +96,7 @@ __all__ = [
     "VOCAB",
     "VOCAB_SIZE",
     "ALiBiScheme",
+    "Accuracies",
     "CoPEScheme",
     "CountTask",
     "ExperimentConfig",

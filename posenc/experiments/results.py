@@ -263,3 +263,107 @@ def _summary_row(cell: dict, evals: list[dict]) -> dict:
         "min": acc.min().item(),
         "max": acc.max().item(),
     }
+
+
+class Accuracies:
+    """A results document's accuracies, one per seed, by task, scheme and length multiplier.
+
+    The chapters ask three questions of an experiment: how accurate each seed's
+    model is at the end of its run (:meth:`final`), after a training budget of
+    some steps (:meth:`after`), and at every checkpoint it reached
+    (:meth:`checkpoints`). Each answer is a list in seed order; an entry is
+    ``None`` where the scheme cannot run at that length (a learned table past
+    its size).
+
+    Args:
+        results: A whole document from :func:`run_experiments` or
+            :func:`load_experiments`.
+
+    Raises:
+        ValueError: If ``results`` is not such a document (as
+            :func:`experiment_summary` says), is partial, or lacks a run of its
+            configuration.
+
+    Example:
+        >>> saved = Accuracies(load_experiments("experiments.json"))  # doctest: +SKIP
+        >>> saved.final("shift", "rope", 2)  # doctest: +SKIP
+        [1.0, 1.0, 1.0]
+    """
+
+    def __init__(self, results: dict) -> None:
+        if not isinstance(results, dict) or results.get("schema") != SCHEMA or "runs" not in results:
+            raise ValueError(
+                f"results must be a document of schema {SCHEMA!r} with 'runs', got {type(results).__name__}"
+            )
+        if "config" not in results:
+            raise ValueError("results lack the key 'config'")
+        if results.get("complete", True) is not True:
+            raise ValueError("results are a partial document ('complete': false): wait for the whole experiment")
+        self.config = _checked_config(results)
+        self._runs = {(r["task"], r["scheme"], r["seed"]): r for r in results["runs"]}
+        for task in self.config.tasks:
+            for scheme in self.config.schemes:
+                for seed in self.config.seeds:
+                    if (task, scheme, seed) not in self._runs:
+                        raise ValueError(f"results lack the run task={task!r}, scheme={scheme!r}, seed={seed}")
+
+    def __repr__(self) -> str:
+        c = self.config
+        return f"Accuracies(tasks={list(c.tasks)}, schemes={list(c.schemes)}, seeds={list(c.seeds)})"
+
+    def _seed_runs(self, task: str, scheme: str, multiplier: int) -> tuple[list[dict], int]:
+        """The runs of ``task`` and ``scheme`` in seed order, and the index of ``multiplier``."""
+        for name, value, allowed in (("task", task, self.config.tasks), ("scheme", scheme, self.config.schemes)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of the experiment's {list(allowed)}, got {_short(value)}")
+        if isinstance(multiplier, bool) or multiplier not in self.config.multipliers:
+            raise ValueError(
+                f"multiplier must be one of the experiment's {list(self.config.multipliers)}, got {_short(multiplier)}"
+            )
+        return [self._runs[task, scheme, s] for s in self.config.seeds], self.config.multipliers.index(multiplier)
+
+    @staticmethod
+    def _checkpoints(run: dict) -> list[dict]:
+        """``run["checkpoints"]``, checked: a list of evaluations at ascending steps."""
+        checkpoints = run.get("checkpoints")
+        where = f"the run task={run['task']!r}, scheme={run['scheme']!r}, seed={run['seed']}"
+        if not isinstance(checkpoints, list) or not checkpoints:
+            raise ValueError(f"{where} has no list of checkpoints")
+        steps = [c.get("step") if isinstance(c, dict) else None for c in checkpoints]
+        if not all(isinstance(s, int) for s in steps) or steps != sorted(set(steps)):
+            raise ValueError(f"{where} has checkpoints at {_short(steps)}, not at ascending whole steps")
+        return checkpoints
+
+    def final(self, task: str, scheme: str, multiplier: int) -> list[float | None]:
+        """Each seed's accuracy at the end of its run, on inputs ``multiplier`` times the training length."""
+        runs, index = self._seed_runs(task, scheme, multiplier)
+        return [run["evaluations"][index]["accuracy"] for run in runs]
+
+    def after(self, task: str, scheme: str, multiplier: int, step: int) -> list[float | None]:
+        """Each seed's accuracy after a budget of ``step`` training steps: at its last checkpoint at or before ``step``.
+
+        A run that converged earlier stopped there, so its last checkpoint stands for every larger budget.
+
+        Raises:
+            ValueError: If ``step`` is not a whole number of steps, or comes before a run's first checkpoint.
+        """
+        runs, index = self._seed_runs(task, scheme, multiplier)
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ValueError(f"step must be a whole number of training steps, got {_short(step)}")
+        values = []
+        for run in runs:
+            reached = [c for c in self._checkpoints(run) if c["step"] <= step]
+            if not reached:
+                first = run["checkpoints"][0]["step"]
+                raise ValueError(f"step must be at least the first checkpoint, {first}, got {step}")
+            values.append(reached[-1]["evaluations"][index]["accuracy"])
+        return values
+
+    def checkpoints(self, task: str, scheme: str, multiplier: int, since: int = 0) -> list[float | None]:
+        """The accuracy at every checkpoint at or after step ``since`` that each run reached, seed after seed."""
+        runs, index = self._seed_runs(task, scheme, multiplier)
+        if isinstance(since, bool) or not isinstance(since, int):
+            raise ValueError(f"since must be a whole number of training steps, got {_short(since)}")
+        return [
+            c["evaluations"][index]["accuracy"] for run in runs for c in self._checkpoints(run) if c["step"] >= since
+        ]

@@ -27,6 +27,7 @@ Targets hold ``IGNORE`` (-100) where there is nothing to predict, the value
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -319,6 +320,46 @@ class CountTask(Task):
         seen = F.one_hot(x, self.num_symbols).cumsum(1)  # [b, n, symbols]: occurrences of each symbol in x_0 .. x_i
         counts = seen.gather(2, x.unsqueeze(-1)).squeeze(-1) - 1  # [b, n]: #{t < i : x_t = x_i}
         return TaskBatch(x, counts.clamp(max=self.max_count))
+
+    def class_probabilities(self, length: int) -> torch.Tensor:
+        """The exact probability of each answer at each position of an input of ``length`` tokens.
+
+        Position ``i`` follows ``i`` tokens drawn uniformly from ``num_symbols``,
+        so its token's earlier copies number ``k`` with the binomial probability
+        ``C(i, k) p^k (1 - p)^(i - k)``, ``p = 1 / num_symbols``; the answers
+        ``max_count`` and above are one class.
+
+        Args:
+            length: Number of data tokens, >= 1.
+
+        Returns:
+            A float64 tensor ``[length, max_count + 1]``: row ``i`` is the
+            distribution of the answer at position ``i``; each row sums to 1.
+        """
+        check_positive_int("length", length)
+        i = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # [n, 1]: earlier tokens
+        k = torch.arange(self.max_count, dtype=torch.float64)  # [max_count]: the uncapped counts
+        p = 1.0 / self.num_symbols
+        # log C(i, k) + k log p + (i - k) log(1 - p); zero where k > i
+        log_binomial = torch.lgamma(i + 1) - torch.lgamma(k + 1) - torch.lgamma((i - k).clamp(min=0) + 1)
+        below = torch.where(k <= i, torch.exp(log_binomial + k * math.log(p) + (i - k) * math.log1p(-p)), 0.0)
+        capped = (1.0 - below.sum(1, keepdim=True)).clamp(min=0.0)  # [n, 1]: max_count or more
+        return torch.cat([below, capped], dim=1)
+
+    def baselines(self, length: int) -> tuple[float, float]:
+        """What two answers that never read the input score on inputs of ``length`` tokens.
+
+        Args:
+            length: Number of data tokens, >= 1.
+
+        Returns:
+            ``(always_cap, by_position)``: the expected accuracy of answering
+            ``max_count`` everywhere, and of answering at each position its most
+            probable count (:meth:`class_probabilities`), the best any answer
+            that knows only the position can do.
+        """
+        probs = self.class_probabilities(length)
+        return probs[:, -1].mean().item(), probs.max(1).values.mean().item()
 
 
 #: The tasks by name.

@@ -12,7 +12,7 @@ import pytest
 import torch
 from repo import ROOT
 
-from posenc.experiments import ExperimentConfig, load_experiments
+from posenc.experiments import Accuracies, ExperimentConfig, load_experiments
 
 DATA = ROOT / "posenc_book" / "data"
 ENCODINGS = ["sinusoidal", "learned", "shaw", "t5", "alibi", "rope", "rope_pi"]
@@ -23,30 +23,16 @@ class Saved:
         document = load_experiments(DATA / "experiments.json")
         self.config = ExperimentConfig.from_dict(document["config"])
         self.runs = {(r["task"], r["scheme"], r["seed"]): r for r in document["runs"]}
-
-    def _index(self, m: int) -> int:
-        return self.config.multipliers.index(m)
-
-    def state(self, task, name, m, step):
-        values = []
-        for seed in self.config.seeds:
-            reached = [c for c in self.runs[task, name, seed]["checkpoints"] if c["step"] <= step]
-            values.append(reached[-1]["evaluations"][self._index(m)]["accuracy"])
-        return values
+        accuracies = Accuracies(document)
+        self.state, self.final = accuracies.after, accuracies.final
+        self._checkpoints = accuracies.checkpoints
 
     def budgets(self, task, name, m, start=0):
-        steps = self.config.evaluation_steps
         if m == 1:
-            return [a for step in steps if step >= start for a in self.state(task, name, m, step)]
-        return [
-            c["evaluations"][self._index(m)]["accuracy"]
-            for seed in self.config.seeds
-            for c in self.runs[task, name, seed]["checkpoints"]
-            if c["step"] >= start and c["step"] in steps
-        ]
-
-    def final(self, task, name, m):
-        return self.state(task, name, m, self.config.steps)
+            return [
+                a for step in self.config.evaluation_steps if step >= start for a in self.state(task, name, m, step)
+            ]
+        return self._checkpoints(task, name, m, since=start)
 
     def converged(self, task, name):
         return [self.runs[task, name, s]["converged_at"] for s in self.config.seeds]
@@ -282,23 +268,19 @@ def frontier():
     document = load_experiments(DATA / "frontier_experiments.json")
     config = ExperimentConfig.from_dict(document["config"])
     runs = {(r["task"], r["scheme"], r["seed"]): r for r in document["runs"]}
-    return config, runs
+    return config, runs, Accuracies(document)
 
 
 def _reached(frontier, task, name, m):
-    config, runs = frontier
-    index = config.multipliers.index(m)
-    return [c["evaluations"][index]["accuracy"] for s in config.seeds for c in runs[task, name, s]["checkpoints"]]
+    return frontier[2].checkpoints(task, name, m)
 
 
 def _final(frontier, task, name, m):
-    config, runs = frontier
-    index = config.multipliers.index(m)
-    return [runs[task, name, s]["evaluations"][index]["accuracy"] for s in config.seeds]
+    return frontier[2].final(task, name, m)
 
 
 def test_the_frontier_experiment_covers_twelve_schemes_two_tasks_three_seeds(frontier):
-    config, runs = frontier
+    config, runs, _ = frontier
     assert config.tasks == ("passkey", "count") and config.seeds == (0, 1, 2) and config.multipliers == (1, 2, 4)
     assert config.schemes[-4:] == ("fire", "cope", "rope_nope", "rope_pose") and len(config.schemes) == 12
     assert config.steps == 1000 and config.checkpoints == (250, 500) and config.converged_loss == 0.01
@@ -306,7 +288,7 @@ def test_the_frontier_experiment_covers_twelve_schemes_two_tasks_three_seeds(fro
 
 
 def test_the_designs_that_meet_no_new_distance_keep_the_passkey_at_four_times_the_length(frontier):
-    config, _ = frontier
+    config, _, _ = frontier
     assert all(min(_final(frontier, "passkey", s, 1)) >= 0.99 for s in config.schemes)
     for name in ("alibi", "rope_nope", "rope_pose"):
         assert min(_reached(frontier, "passkey", name, 4)) >= 0.98
@@ -318,7 +300,7 @@ def test_the_designs_that_meet_no_new_distance_keep_the_passkey_at_four_times_th
 
 
 def test_no_scheme_counts_beyond_the_trained_length(frontier):
-    config, runs = frontier
+    config, runs, _ = frontier
     always_cap, by_position = _count_bars(64)
     assert round(always_cap, 2) == 0.56 and round(by_position, 2) == 0.67
     assert round(1 / _count_bars(16)[0]) in range(100, 120)  # a 7 is rare in training
