@@ -335,6 +335,9 @@ class CountTask(Task):
         Returns:
             A float64 tensor ``[length, max_count + 1]``: row ``i`` is the
             distribution of the answer at position ``i``; each row sums to 1.
+
+        Raises:
+            ValueError: If ``length`` is not an int >= 1.
         """
         check_positive_int("length", length)
         i = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # [n, 1]: earlier tokens
@@ -357,6 +360,9 @@ class CountTask(Task):
             ``max_count`` everywhere, and of answering at each position its most
             probable count (:meth:`class_probabilities`), the best any answer
             that knows only the position can do.
+
+        Raises:
+            ValueError: If ``length`` is not an int >= 1.
         """
         probs = self.class_probabilities(length)
         return probs[:, -1].mean().item(), probs.max(1).values.mean().item()
