@@ -200,6 +200,28 @@ def test_chinese_search_indexes_the_glossary_terms():
     assert {"rotary", "旋转位置编码", "位置编码", "旋转"} <= set(english)
 
 
+def test_chinese_search_stems_as_sphinx_does_from_a_set_of_its_own():
+    """Sphinx's Chinese search remembers every Latin word in a list shared by the class and
+    scans it for each word it stems; ours keeps a set per index, and must stem the same."""
+    from sphinx.search.zh import SearchChinese as Sphinx
+
+    ext = extension("editions")
+    ext._TERMS[:] = []
+    texts = ["RoPE 旋转 the q and k vectors", "ALiBi adds a bias; the NTK base", "xPos, YaRN 与 LongRoPE"]
+    ours, theirs = ext.SearchChinese({}), Sphinx({})
+    before = list(Sphinx.latin_terms)
+    monkey = []
+    for text in texts:
+        ours.split(text)
+        monkey += [t.strip() for t in Sphinx.latin1_letters.findall(text)]
+    assert Sphinx.latin_terms == before, "ours must not grow the list Sphinx's class shares"
+    assert isinstance(ours.latin_terms, set) and ours.latin_terms == set(monkey)
+    theirs.latin_terms = monkey  # what Sphinx's own split would have left
+    words = ["RoPE", "ALiBi", "NTK", "xPos", "YaRN", "LongRoPE", "vectors", "adds", "bias", "the", "running", "ABS"]
+    assert [ours.stem(w) for w in words] == [theirs.stem(w) for w in words]
+    assert ext.SearchChinese({}).latin_terms == set(), "each index starts with no words"
+
+
 def test_links_that_name_a_chapter_use_its_title():
     """ "第 10 章 …" and "8. …" links in the Chinese pages give the chapter's own title."""
     titles = {}
