@@ -74,7 +74,7 @@ export POSENC_STATUS := $(STATUS)
 junit = rm -f $(STATUS)/$(1).xml $(STATUS)/$(1).json && mkdir -p $(STATUS) &&
 record = --junitxml=$(STATUS)/$(1).xml; rc=$$?; $(abspath $(PY)) $(abspath scripts/run_status.py) record $(1) --xml $(STATUS)/$(1).xml --edition $(2) $(3); exit $$rc
 
-.PHONY: book book-en pdf test lab lint unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site checks gpu-wheels gpu-record gpu-record-dry-run help
+.PHONY: book book-en pdf test lab lint lint-and-unit unit nbval nbval-cpus nbval-elsewhere index site notebooks lock serve clean clean-site checks gpu-wheels gpu-record gpu-record-dry-run help
 
 help:
 	@echo "make book       set up .venv if missing and build the site into $(HTML)"
@@ -97,7 +97,13 @@ $(VENV)/.created:
 	  echo "Could not create $(VENV). On Debian/Ubuntu: sudo apt-get install python3-venv (or python3.11-venv)"; exit 1; }
 	touch $@
 
-$(VENV)/.torch: $(VENV)/.created
+# packaging (its pinned version) first, on its own: scripts/check_index.py needs only it and pip,
+# so `make test` runs that check while the rest of .venv installs.
+$(VENV)/.packaging: $(VENV)/.created requirements-test.txt
+	$(INSTALL) --quiet --no-deps $$(grep -m1 '^packaging==' requirements-test.txt)
+	touch $@
+
+$(VENV)/.torch: $(VENV)/.packaging
 	$(INSTALL) --quiet --retries 1 --no-deps torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	touch $@
 
@@ -169,7 +175,7 @@ nbval-elsewhere: $(VENV)/.test
 	  $(abspath $(PY)) $(NBVAL_LAX) zh-hans/$(NO_TRITON_CHAPTER) $(call record,no-triton,zh-hans,--kind check)
 
 # Every requirements file resolves from the public package index alone.
-index: $(VENV)/.test
+index: $(VENV)/.packaging
 	$(PY) scripts/check_index.py
 
 site: $(VENV)/.test
@@ -180,11 +186,16 @@ site: $(VENV)/.test
 clean-site:
 	rm -rf $(HTML) _build/.doctrees _build/jupyter_execute $(addprefix _build/,$(EDITIONS))
 
-# lint and index (which mostly waits on the package index) run beside the unit tests.
+# The public-index check runs while .venv installs (pip installs on one core: the other is
+# free), then beside lint and the unit tests.
 test: checks $(NBVAL_RUNS) clean-site book pdf site
 
-checks: $(VENV)/.test
-	$(MAKE) --no-print-directory -j3 lint unit index
+checks: $(VENV)/.packaging
+	$(MAKE) --no-print-directory -j3 index lint-and-unit
+
+# (the three of checks' job slots: index, lint, unit)
+lint-and-unit: $(VENV)/.test
+	$(MAKE) --no-print-directory lint unit
 
 # Everything derived, in order, each file by its one writer (scripts/generate.py --check says what is stale).
 notebooks: $(VENV)/.test
