@@ -176,6 +176,39 @@ def test_count_class_probabilities_equal_the_frequencies_over_every_input(num_sy
     assert by_position == pytest.approx(shares.max(1).values.mean().item(), abs=1e-12)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    num_symbols=st.integers(2, 4),
+    max_count=st.integers(1, 6),
+    length=st.integers(1, 7),
+    data=st.data(),
+)
+def test_no_answer_blind_to_the_input_beats_the_likeliest_count(num_symbols, max_count, length, data):
+    """Chapter 15: answering at each position its likeliest count is the most an answer that never reads
+    the input can score. Any such answer is a table of position -> class (or, guessing, of position ->
+    probabilities of the classes); scored exactly over every input, none beats by_position, and the
+    table of each position's likeliest class reaches it."""
+    task = CountTask(num_symbols=num_symbols, max_count=max_count)
+    grids = torch.meshgrid(*[torch.arange(num_symbols)] * length, indexing="ij")
+    inputs = torch.stack([g.reshape(-1) for g in grids], dim=1)  # every input, equally likely
+    seen = torch.nn.functional.one_hot(inputs, num_symbols).cumsum(1)
+    answers = (seen.gather(2, inputs.unsqueeze(-1)).squeeze(-1) - 1).clamp(max=max_count)  # [inputs, length]
+    _, by_position = task.baselines(length)
+    classes = st.integers(0, max_count)
+    table = torch.tensor(data.draw(st.lists(classes, min_size=length, max_size=length)))
+    assert (answers == table).double().mean().item() <= by_position + 1e-12
+    weights = torch.tensor(
+        data.draw(st.lists(st.lists(st.floats(0, 1), min_size=max_count + 1, max_size=max_count + 1)
+                           .filter(lambda w: sum(w) > 0), min_size=length, max_size=length)),
+        dtype=torch.float64,
+    )  # fmt: skip
+    guesses = weights / weights.sum(1, keepdim=True)  # [length, classes]: a guessing answer's odds
+    scored = guesses.gather(1, answers.T).mean().item()  # its expected accuracy over every input
+    assert scored <= by_position + 1e-12
+    likeliest = task.class_probabilities(length).argmax(1)
+    assert (answers == likeliest).double().mean().item() == pytest.approx(by_position, abs=1e-12)
+
+
 @settings(max_examples=15, deadline=None)
 @given(num_symbols=st.integers(2, 8), max_count=st.integers(1, 9), length=st.integers(1, 300))
 def test_count_baselines_match_sampled_inputs(num_symbols, max_count, length):
