@@ -83,6 +83,32 @@ def test_without_a_record_only_agreement_passes(tmp_path, script):
         script.load_cells(ipynb)
 
 
+def test_the_chapter_runs_start_one_kernel_at_a_time(monkeypatch, tmp_path):
+    """Two workers never ask for ports at once: while one holds the kernel-start lock (from its
+    request for ports until its kernel answers), another process cannot take it."""
+    import subprocess
+    import sys
+
+    plugin = repo_plugin("nbval_kernels")
+    monkeypatch.setattr(plugin, "LOCK", tmp_path / "start.lock")
+    other = (
+        "import fcntl, sys; h = open(sys.argv[1], 'a')\n"
+        "try: fcntl.flock(h, fcntl.LOCK_EX | fcntl.LOCK_NB); print('took it')\n"
+        "except BlockingIOError: print('held')"
+    )
+    seen = []
+
+    def start(*args, **kwargs):
+        seen.append(subprocess.run([sys.executable, "-c", other, str(plugin.LOCK)], capture_output=True, text=True))
+        return "km", "kc"
+
+    monkeypatch.setattr(plugin, "_START", start)
+    assert plugin.start_new_kernel() == ("km", "kc")
+    assert seen[0].stdout.strip() == "held", seen[0].stderr
+    after = subprocess.run([sys.executable, "-c", other, str(plugin.LOCK)], capture_output=True, text=True)
+    assert after.stdout.strip() == "took it", "the lock is let go once the kernel has answered"
+
+
 def test_every_committed_chapter_is_in_sync_with_its_twin(script):
     for ipynb in script.all_chapters():
         nb, md = jupytext.read(ipynb), jupytext.read(script.twin_of(ipynb))
@@ -90,8 +116,8 @@ def test_every_committed_chapter_is_in_sync_with_its_twin(script):
 
 
 def test_the_chapter_runs_start_a_kernel_again_when_it_dies_before_answering(monkeypatch):
-    """tests/plugins/nbval_kernels.py (make's chapter runs load it): a kernel that died before
-    replying is started again, at most three times; any other failure is not retried."""
+    """tests/plugins/nbval_kernels.py (make's chapter runs load it): a kernel that died or stayed
+    silent before replying is started again, at most three times; any other failure is not retried."""
     plugin = repo_plugin("nbval_kernels")
     calls = []
 
@@ -106,6 +132,9 @@ def test_the_chapter_runs_start_a_kernel_again_when_it_dies_before_answering(mon
 
     monkeypatch.setattr(plugin, "_START", dies(2))
     assert plugin.start_new_kernel(kernel_name="python3") == ("km", "kc") and len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(plugin, "_START", dies(2, "Kernel didn't respond in 60 seconds"))
+    assert plugin.start_new_kernel() == ("km", "kc") and len(calls) == 3  # alive, silent: shut down, again
     calls.clear()
     monkeypatch.setattr(plugin, "_START", dies(3))
     with pytest.raises(RuntimeError, match="died before replying"):
