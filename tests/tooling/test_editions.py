@@ -210,13 +210,13 @@ def test_chinese_search_stems_as_sphinx_does_from_a_set_of_its_own():
     texts = ["RoPE 旋转 the q and k vectors", "ALiBi adds a bias; the NTK base", "xPos, YaRN 与 LongRoPE"]
     ours, theirs = ext.SearchChinese({}), Sphinx({})
     before = list(Sphinx.latin_terms)
-    monkey = []
+    sphinx_keeps = []
     for text in texts:
         ours.split(text)
-        monkey += [t.strip() for t in Sphinx.latin1_letters.findall(text)]
+        sphinx_keeps += [t.strip() for t in Sphinx.latin1_letters.findall(text)]
     assert Sphinx.latin_terms == before, "ours must not grow the list Sphinx's class shares"
-    assert isinstance(ours.latin_terms, set) and ours.latin_terms == set(monkey)
-    theirs.latin_terms = monkey  # what Sphinx's own split would have left
+    assert isinstance(ours.latin_terms, set) and ours.latin_terms == set(sphinx_keeps)
+    theirs.latin_terms = sphinx_keeps  # what Sphinx's own split would have left
     words = ["RoPE", "ALiBi", "NTK", "xPos", "YaRN", "LongRoPE", "vectors", "adds", "bias", "the", "running", "ABS"]
     assert [ours.stem(w) for w in words] == [theirs.stem(w) for w in words]
     assert ext.SearchChinese({}).latin_terms == set(), "each index starts with no words"

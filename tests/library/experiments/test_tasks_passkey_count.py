@@ -156,16 +156,22 @@ def test_bad_options(name, options, match):
 # --- count: the exact class probabilities and the two answers that never read the input -------
 
 
+def _every_input(num_symbols: int, max_count: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every one of the num_symbols ** length inputs (equally likely) and its capped counts, computed
+    here independently of CountTask: ``([inputs, length], [inputs, length])``."""
+    grids = torch.meshgrid(*[torch.arange(num_symbols)] * length, indexing="ij")
+    inputs = torch.stack([g.reshape(-1) for g in grids], dim=1)
+    seen = torch.nn.functional.one_hot(inputs, num_symbols).cumsum(1)
+    return inputs, (seen.gather(2, inputs.unsqueeze(-1)).squeeze(-1) - 1).clamp(max=max_count)
+
+
 @settings(max_examples=40, deadline=None)
 @given(num_symbols=st.integers(2, 4), max_count=st.integers(1, 6), length=st.integers(1, 7))
 def test_count_class_probabilities_equal_the_frequencies_over_every_input(num_symbols, max_count, length):
     """Every one of the num_symbols ** length inputs, equally likely: the share of inputs whose answer at
     position i is k equals the binomial formula's probability, to rounding."""
     task = CountTask(num_symbols=num_symbols, max_count=max_count)
-    grids = torch.meshgrid(*[torch.arange(num_symbols)] * length, indexing="ij")
-    inputs = torch.stack([g.reshape(-1) for g in grids], dim=1)  # [num_symbols ** length, length]: every input
-    seen = torch.nn.functional.one_hot(inputs, num_symbols).cumsum(1)
-    answers = (seen.gather(2, inputs.unsqueeze(-1)).squeeze(-1) - 1).clamp(max=max_count)
+    inputs, answers = _every_input(num_symbols, max_count, length)
     assert answers[:3].tolist() == [_count_by_hand(row, max_count) for row in inputs[:3]]
     shares = torch.nn.functional.one_hot(answers, max_count + 1).double().mean(0)  # [length, classes]
     probs = task.class_probabilities(length)
@@ -189,10 +195,7 @@ def test_no_answer_blind_to_the_input_beats_the_likeliest_count(num_symbols, max
     probabilities of the classes); scored exactly over every input, none beats by_position, and the
     table of each position's likeliest class reaches it."""
     task = CountTask(num_symbols=num_symbols, max_count=max_count)
-    grids = torch.meshgrid(*[torch.arange(num_symbols)] * length, indexing="ij")
-    inputs = torch.stack([g.reshape(-1) for g in grids], dim=1)  # every input, equally likely
-    seen = torch.nn.functional.one_hot(inputs, num_symbols).cumsum(1)
-    answers = (seen.gather(2, inputs.unsqueeze(-1)).squeeze(-1) - 1).clamp(max=max_count)  # [inputs, length]
+    _, answers = _every_input(num_symbols, max_count, length)
     _, by_position = task.baselines(length)
     classes = st.integers(0, max_count)
     table = torch.tensor(data.draw(st.lists(classes, min_size=length, max_size=length)))
